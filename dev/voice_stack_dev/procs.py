@@ -1,0 +1,145 @@
+"""Start, watch and stop real server processes on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Captured at import: pytest-socket (loaded by phcc) swaps socket.socket while tests run, but
+# waiting for a subprocess to come up is the harness's business, not the test's.
+_SOCKET = socket.socket
+
+
+class ServiceError(RuntimeError):
+    """A service failed to start; the message names it and points at its log."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with _SOCKET(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def http_status(url: str, timeout: float = 2.0) -> int | None:
+    """Status code of a plain GET, or None when nothing answers (HTTP/1.0, loopback only)."""
+    rest = url.split("://", 1)[1]
+    hostport, _, path = rest.partition("/")
+    host, _, port = hostport.partition(":")
+    request = f"GET /{path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n".encode()
+    try:
+        with _SOCKET(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(timeout)
+            sock.connect((host, int(port or 80)))
+            sock.sendall(request)
+            head = sock.recv(64).decode("latin-1")
+    except OSError:
+        return None
+    parts = head.split(" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def wait_tcp(port: int, timeout: float = 30.0) -> bool:
+    """Wait until something accepts TCP connections on 127.0.0.1:port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with _SOCKET(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(0.5)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+@dataclass
+class Service:
+    """One server process: started detached, logged to a file, stopped for sure."""
+
+    name: str
+    argv: Sequence[str]
+    port: int
+    log_path: Path
+    health_path: str | None = "/health"
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    startup_timeout: float = 60.0
+    proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self) -> Service:
+        """Start the process and wait until its health URL answers 200 (or its port opens)."""
+        if self.running:
+            return self
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(  # noqa: S603 - argv comes from the harness itself
+            list(self.argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **self.env},
+            cwd=self.cwd,
+            start_new_session=True,  # its own process group: stop() kills children too
+        )
+        log.close()
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise ServiceError(
+                    f"{self.name} exited with code {self.proc.returncode if self.proc else '?'}"
+                    f" during startup; log: {self.log_path}\n{self.log_tail()}"
+                )
+            if self.health_path is None:
+                if wait_tcp(self.port, timeout=0.2):
+                    return
+            elif http_status(self.url + self.health_path) == 200:
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise ServiceError(
+            f"{self.name} not ready after {self.startup_timeout:.0f} s; log: {self.log_path}\n"
+            f"{self.log_tail()}"
+        )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate the process group, escalating to SIGKILL."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout)
+
+    def restart(self) -> Service:
+        self.stop()
+        return self.start()
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,59 @@
+"""Fixtures shared by every suite: real servers started on free loopback ports, always stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from voice_stack_dev.llama import LlamaServer, start_llama
+
+
+@pytest.fixture(scope="session")
+def service_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for the logs of every server the session starts (named in failures)."""
+    return tmp_path_factory.mktemp("service-logs")
+
+
+@pytest.fixture
+def llama_factory(service_logs: Path) -> Iterator[Callable[..., LlamaServer]]:
+    """Start llama-servers with any options; each is stopped when the test ends."""
+    started: list[LlamaServer] = []
+
+    def factory(model: str = "tiny-text", **kwargs: Any) -> LlamaServer:
+        kwargs.setdefault("log_dir", service_logs)
+        server = start_llama(model, **kwargs)
+        started.append(server)
+        return server
+
+    yield factory
+    for server in started:
+        server.stop()
+
+
+def _session_llama(service_logs: Path, model: str, **kwargs: Any) -> Iterator[LlamaServer]:
+    server = start_llama(model, log_dir=service_logs, **kwargs)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_text(service_logs: Path) -> Iterator[LlamaServer]:
+    """Tiny deterministic model: always answers "Hello from the tiny test model."."""
+    yield from _session_llama(service_logs, "tiny-text")
+
+
+@pytest.fixture(scope="session")
+def llama_tool(service_logs: Path) -> Iterator[LlamaServer]:
+    """Tiny deterministic model that calls get_time, then answers once it has the result."""
+    yield from _session_llama(service_logs, "tiny-tool")
+
+
+@pytest.fixture(scope="session")
+def llama_smollm2(service_logs: Path) -> Iterator[LlamaServer]:
+    """SmolLM2-135M-Instruct (Q4_1): a real small instruct model."""
+    yield from _session_llama(service_logs, "smollm2", ctx_per_slot=4096)
