@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Self
 
 # Captured at import: pytest-socket (loaded by phcc) swaps socket.socket while tests run, but
 # waiting for a subprocess to come up is the harness's business, not the test's.
@@ -80,13 +81,13 @@ class Service:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def start(self) -> Service:
+    def start(self) -> Self:
         """Start the process and wait until its health URL answers 200 (or its port opens)."""
         if self.running:
             return self
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(  # noqa: S603 - argv comes from the harness itself
+        self.proc = subprocess.Popen(
             list(self.argv),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -133,7 +134,7 @@ class Service:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout)
 
-    def restart(self) -> Service:
+    def restart(self) -> Self:
         self.stop()
         return self.start()
 

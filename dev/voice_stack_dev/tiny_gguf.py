@@ -14,6 +14,7 @@ thing under any sampler. The chat template is ChatML with Qwen/Hermes-style tool
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -25,7 +26,13 @@ HEAD_DIM = N_EMBD // N_HEAD
 TOOL_CALL_JSON = '\n{"name": "get_time", "arguments": {}}\n'
 TEXT_CHAIN = ["Hello", "▁from", "▁the", "▁tiny", "▁test", "▁model", "."]
 SPECIAL = {"<|im_start|>": TokenType.CONTROL, "<|im_end|>": TokenType.CONTROL}
-USER_DEFINED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", TOOL_CALL_JSON]
+USER_DEFINED = [
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    TOOL_CALL_JSON,
+]
 
 CHAT_TEMPLATE = """{%- if tools %}<|im_start|>system
 {% if messages[0].role == 'system' %}{{ messages[0].content }}
@@ -85,7 +92,13 @@ def _tensors(tokens: list[str], variant: str) -> dict[str, np.ndarray]:
     tid = {t: i for i, t in enumerate(tokens)}
     newline = tid["<0x0A>"]
     chain = [newline] + [tid[t] for t in TEXT_CHAIN] + [tid["<|im_end|>"]]
-    tool_chain = [newline, tid["<tool_call>"], tid[TOOL_CALL_JSON], tid["</tool_call>"], tid["<|im_end|>"]]
+    tool_chain = [
+        newline,
+        tid["<tool_call>"],
+        tid[TOOL_CALL_JSON],
+        tid["</tool_call>"],
+        tid["<|im_end|>"],
+    ]
     # Each token that takes part gets one residual dimension of its own.
     dims: dict[int, int] = {}
     for tok in dict.fromkeys(chain + tool_chain + [tid["<tool_response>"]]):
@@ -97,7 +110,7 @@ def _tensors(tokens: list[str], variant: str) -> dict[str, np.ndarray]:
     for tok, dim in dims.items():
         embd[tok, dim] = 1.0
     out = np.zeros((n_vocab, N_EMBD), dtype=np.float32)
-    for cur, nxt in zip(chain[1:], chain[2:], strict=False):
+    for cur, nxt in itertools.pairwise(chain[1:]):
         out[nxt, dims[cur]] = 32.0
     attn_q = np.zeros((N_EMBD, N_EMBD), dtype=np.float32)
     attn_k = np.zeros((N_EMBD, N_EMBD), dtype=np.float32)
@@ -106,7 +119,7 @@ def _tensors(tokens: list[str], variant: str) -> dict[str, np.ndarray]:
     if variant == "text":
         out[chain[1], dims[newline]] = 32.0
     else:
-        for cur, nxt in zip(tool_chain[1:], tool_chain[2:], strict=False):
+        for cur, nxt in itertools.pairwise(tool_chain[1:]):
             out[nxt, dims[cur]] = 32.0
         out[tool_chain[1], dims[newline]] = 32.0  # default: call the tool
         out[chain[1], dims[newline]] = 16.0  # ... unless the flag below is raised
