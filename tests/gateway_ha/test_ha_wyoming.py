@@ -1,0 +1,134 @@
+"""Home Assistant's own `wyoming` integration drives the gateway (real piper + whisper behind it):
+config entry setup from describe, STT entity, TTS entity plain and streaming."""
+
+from __future__ import annotations
+
+import io
+import re
+import wave
+from collections.abc import AsyncGenerator
+
+from homeassistant.components import stt, tts
+from homeassistant.components.tts.const import DATA_COMPONENT
+from homeassistant.components.tts.entity import TTSAudioRequest
+from homeassistant.config_entries import ConfigEntryState
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers import entity_registry as er
+from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
+    MockConfigEntry,
+)
+
+from voice_stack_dev.procs import Service
+
+PHRASE = "turn on the kitchen light"
+
+
+def words(text: str) -> str:
+    return re.sub(r"[^a-z ]", "", text.lower()).strip()
+
+
+async def _setup(hass: HomeAssistant, port: int) -> MockConfigEntry:
+    # conversation (a wyoming dependency) needs the core integration's exposed-entities store
+    assert await async_setup_component(hass, "homeassistant", {})
+    entry = MockConfigEntry(domain="wyoming", data={"host": "127.0.0.1", "port": port})
+    entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+    return entry
+
+
+def _entity(hass: HomeAssistant, domain: str, entry: MockConfigEntry) -> str:
+    registry = er.async_get(hass)
+    ids = [
+        e.entity_id
+        for e in er.async_entries_for_config_entry(registry, entry.entry_id)
+        if e.domain == domain
+    ]
+    assert len(ids) == 1, ids
+    return ids[0]
+
+
+async def _one(text: str) -> AsyncGenerator[str]:
+    yield text
+
+
+async def _words(text: str) -> AsyncGenerator[str]:
+    for i, word in enumerate(text.split(" ")):
+        yield word if i == 0 else " " + word
+
+
+def _pcm16k(wav_bytes: bytes) -> bytes:
+    """HA's WAV from the gateway, resampled to what HA's STT sends (16 kHz)."""
+    import audioop  # the audioop-lts wheel HA depends on
+
+    with wave.open(io.BytesIO(wav_bytes)) as wav:
+        rate = wav.getframerate()
+    # a streamed WAV says 0 frames: everything after the data chunk header is audio
+    frames = wav_bytes[wav_bytes.index(b"data") + 8 :]
+    return audioop.ratecv(frames, 2, 1, rate, 16000, None)[0]
+
+
+async def _stt(entity: stt.SpeechToTextEntity, pcm: bytes) -> stt.SpeechResult:
+    metadata = stt.SpeechMetadata(
+        language="en",
+        format=stt.AudioFormats.WAV,
+        codec=stt.AudioCodecs.PCM,
+        bit_rate=stt.AudioBitRates.BITRATE_16,
+        sample_rate=stt.AudioSampleRates.SAMPLERATE_16000,
+        channel=stt.AudioChannels.CHANNEL_MONO,
+    )
+
+    async def chunks() -> AsyncGenerator[bytes]:
+        for i in range(0, len(pcm), 2048):
+            yield pcm[i : i + 2048]
+
+    return await entity.internal_async_process_audio_stream(metadata, chunks())
+
+
+async def _stream_tts(entity: tts.TextToSpeechEntity, gen: AsyncGenerator[str]) -> bytes:
+    response = await entity.async_stream_tts_audio(TTSAudioRequest("en", {}, gen))
+    assert response.extension == "wav"
+    return b"".join([chunk async for chunk in response.data_gen])
+
+
+async def test_ha_wyoming_uses_gateway(
+    hass: HomeAssistant, socket_enabled: None, gateway_process: tuple[Service, int]
+) -> None:
+    _service, port = gateway_process
+    entry = await _setup(hass, port)
+    assert entry.runtime_data.service.get_name() == "voice-stack-stt"
+
+    tts_entity_id = _entity(hass, "tts", entry)
+    stt_entity_id = _entity(hass, "stt", entry)
+    tts_entity = hass.data[DATA_COMPONENT].get_entity(tts_entity_id)
+    stt_entity = stt.async_get_speech_to_text_entity(hass, stt_entity_id)
+    assert tts_entity is not None
+    assert stt_entity is not None
+    assert "en" in stt_entity.supported_languages
+    assert tts_entity.async_supports_streaming_input()
+    voices = tts_entity.async_get_supported_voices("en")
+    assert voices
+    assert voices[0].voice_id == "joe"
+
+    # plain TTS path (async_get_tts_audio: one synthesize, one envelope)
+    extension, wav_plain = await tts_entity.async_get_tts_audio(
+        "Turn on the kitchen light.", "en", {}
+    )
+    assert extension == "wav"
+    assert wav_plain
+    result = await _stt(stt_entity, _pcm16k(wav_plain))
+    assert result.result is stt.SpeechResultState.SUCCESS
+    assert words(result.text or "") == PHRASE
+
+    # streaming TTS as HA uses it for every request (one chunk), and word by word (LLM deltas)
+    for gen in (_one("Turn on the kitchen light."), _words("Sure. Turn on the kitchen light.")):
+        wav_streamed = await _stream_tts(tts_entity, gen)
+        with wave.open(io.BytesIO(wav_streamed)) as wav:
+            assert wav.getframerate() == 22050
+        result = await _stt(stt_entity, _pcm16k(wav_streamed))
+        assert result.result is stt.SpeechResultState.SUCCESS
+        assert PHRASE in words(result.text or "")
+
+    assert await hass.config_entries.async_unload(entry.entry_id)

@@ -1,0 +1,170 @@
+"""The pure parsers behind the sensors: Prometheus text, counter rates, /slots, /props, gateway."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from custom_components.voice_stack.probes import (
+    PREDICTED_TOKENS,
+    PROMPT_TOKENS,
+    Counters,
+    MalformedReplyError,
+    compute_rates,
+    parse_gateway_health,
+    parse_prometheus,
+    parse_props,
+    parse_slots,
+)
+
+METRICS = """\
+# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 21
+llamacpp:tokens_predicted_total 8 1700000000
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 11
+broken_line_without_value
+not_a_number abc
+"""
+
+
+def test_parse_prometheus_plain_labelled_and_broken_lines() -> None:
+    samples = parse_prometheus(METRICS)
+    assert samples[PROMPT_TOKENS] == 21
+    assert samples[PREDICTED_TOKENS] == 8  # a trailing timestamp is ignored
+    key = 'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="0"}'
+    assert samples[key] == 11
+    assert "not_a_number" not in samples
+    assert "broken_line_without_value" not in samples
+
+
+def _counters(at: float, **values: float) -> Counters:
+    fields = {
+        "prompt_tokens": 0.0,
+        "prompt_cached": 0.0,
+        "prompt_seconds": 0.0,
+        "predicted_tokens": 0.0,
+        "predicted_seconds": 0.0,
+        "draft_tokens": 0.0,
+        "draft_accepted": 0.0,
+    }
+    return Counters(at=at, **{**fields, **values})
+
+
+def test_rates_from_counter_deltas() -> None:
+    earlier = _counters(100.0, prompt_tokens=100, predicted_tokens=50, predicted_seconds=1.0)
+    later = _counters(
+        110.0,
+        prompt_tokens=150,
+        prompt_cached=150,
+        prompt_seconds=0.5,
+        predicted_tokens=250,
+        predicted_seconds=3.0,
+        draft_tokens=40,
+        draft_accepted=30,
+    )
+    rates = compute_rates(earlier, later)
+    assert rates is not None
+    assert rates.generation_throughput == pytest.approx(20.0)  # 200 tokens in 10 s
+    assert rates.prompt_throughput == pytest.approx(5.0)
+    assert rates.generation_speed == pytest.approx(100.0)  # 200 tokens in 2 s of generating
+    assert rates.prompt_speed == pytest.approx(100.0)
+    assert rates.cache_reuse == pytest.approx(75.0)  # 150 cached of 200
+    assert rates.draft_acceptance == pytest.approx(75.0)
+
+
+def test_rates_idle_window_and_restart() -> None:
+    idle = compute_rates(_counters(0.0, predicted_tokens=5), _counters(15.0, predicted_tokens=5))
+    assert idle is not None
+    assert (idle.generation_throughput, idle.generation_speed, idle.cache_reuse) == (0, None, None)
+    restarted = compute_rates(_counters(0.0, prompt_tokens=90), _counters(15.0, prompt_tokens=3))
+    assert restarted is None
+    assert compute_rates(_counters(5.0), _counters(5.0)) is None
+
+
+def test_counters_from_samples_default_to_zero() -> None:
+    counters = Counters.from_samples({PROMPT_TOKENS: 7.0}, at=1.0)
+    assert (counters.prompt_tokens, counters.predicted_tokens) == (7.0, 0.0)
+
+
+def test_parse_slots_busy_and_kv_use() -> None:
+    summary = parse_slots(
+        [
+            {"id": 0, "n_ctx": 100, "is_processing": True, "n_prompt_tokens": 30,
+             "next_token": [{"n_decoded": 10}]},
+            {"id": 1, "n_ctx": 100, "is_processing": False, "n_prompt_tokens": 500,
+             "next_token": {"n_decoded": 1}},
+            {"id": 2, "n_ctx": 100, "is_processing": False},
+            {"id": 3, "n_ctx": 100},
+        ]
+    )  # fmt: skip
+    assert (summary.total, summary.busy, summary.context_per_slot) == (4, 1, 100)
+    assert summary.kv_used_tokens == 140  # slot 1 is capped at its context
+    assert summary.kv_use == pytest.approx(35.0)
+    assert parse_slots([]).kv_use is None
+    with pytest.raises(MalformedReplyError):
+        parse_slots({"error": "nope"})
+
+
+def test_parse_props() -> None:
+    props = parse_props(
+        {
+            "model_path": "/models/Qwen3-8B-Q4_K_M.gguf",
+            "build_info": "b11669-Debian",
+            "total_slots": 4,
+            "default_generation_settings": {"n_ctx": 8192},
+        }
+    )
+    assert (props.model, props.build, props.total_slots, props.context_size) == (
+        "Qwen3-8B-Q4_K_M",
+        "b11669-Debian",
+        4,
+        8192,
+    )
+    assert parse_props({}).model is None
+    with pytest.raises(MalformedReplyError):
+        parse_props([1])
+
+
+def test_parse_gateway_health_contract_and_gaps() -> None:
+    health = parse_gateway_health(
+        {
+            "status": "degraded",
+            "version": "0.1.0",
+            "uptime_s": 12.3,
+            "active_sessions": 2,
+            "backends": {
+                "asr": {
+                    "url": "http://asr:8000/v1",
+                    "status": "down",
+                    "last_success": None,
+                    "last_error": "refused",
+                    "last_error_at": "2026-11-30T01:55:34+00:00",
+                    "latency_ms": None,
+                    "models": ["tiny.en"],
+                },
+                "tts": {"status": "weird", "last_success": "not a time", "latency_ms": True},
+            },
+        }
+    )
+    assert (health.status, health.version, health.active_sessions) == ("degraded", "0.1.0", 2)
+    assert health.asr is not None
+    assert health.asr.status == "down"
+    assert health.asr.last_error_at == datetime(2026, 11, 30, 1, 55, 34, tzinfo=UTC)
+    assert health.asr.models == ("tiny.en",)
+    assert health.tts is not None
+    assert (health.tts.status, health.tts.last_success, health.tts.latency_ms) == (
+        "unknown",
+        None,
+        None,
+    )
+    minimal = parse_gateway_health({"status": "ok"})
+    assert (minimal.asr, minimal.tts, minimal.version, minimal.active_sessions) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    with pytest.raises(MalformedReplyError):
+        parse_gateway_health({"no": "status"})
