@@ -10,6 +10,8 @@ import pytest
 
 from voice_stack_dev.llama import LlamaServer, start_llama
 from voice_stack_dev.nginx import NginxProxy, start_proxy
+from voice_stack_dev.procs import Service
+from voice_stack_dev.speech_server import start_speech_server
 
 PROXY_KEY = "test-proxy-key_0123456789"
 
@@ -81,3 +83,13 @@ def llm_proxy(llama_text: LlamaServer, service_logs: Path) -> Iterator[NginxProx
         yield proxy
     finally:
         proxy.stop()
+
+
+@pytest.fixture(scope="session")
+def speech_server(service_logs: Path) -> Iterator[Service]:
+    """The local OpenAI-compatible speech server: Piper (joe) TTS and faster-whisper tiny.en."""
+    service = start_speech_server(log_dir=service_logs)
+    try:
+        yield service
+    finally:
+        service.stop()

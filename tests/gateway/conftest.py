@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -13,22 +13,10 @@ import pytest_asyncio
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 
-from voice_stack_dev.procs import Service
-from voice_stack_dev.speech_server import start_speech_server
 from voice_stack_gateway.config import Settings, parse_settings
 from voice_stack_gateway.gateway import Gateway
 
 from .fake_backend import FakeBackend
-
-
-@pytest.fixture(scope="session")
-def speech_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """The real piper + faster-whisper server (models load once per session)."""
-    service = start_speech_server(log_dir=tmp_path_factory.mktemp("speech"))
-    try:
-        yield service
-    finally:
-        service.stop()
 
 
 def settings_for(stt_url: str, tts_url: str, **overrides: Any) -> Settings:

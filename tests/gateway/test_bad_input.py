@@ -152,3 +152,28 @@ async def test_connection_limit(
         async with client(gw) as second:
             assert first_error(await second.read_until("error")).data["code"] == "busy"
         await still_serving(first)
+
+
+async def test_select_program_pins_model(
+    fake_backend: FakeBackend, make_gateway: GatewayFactory, client: Clients
+) -> None:
+    gw = await make_gateway(fake_backend.url)
+    assert gw.catalog.current.tts_models == ["tts-fake", "kokoro"]
+    async with client(gw) as c:
+        await c.send(
+            SelectProgram(name="voice-stack-tts").event(),
+            SelectProgram(name="kokoro").event(),
+            Synthesize(text="Pinned model.").event(),
+        )
+        assert (await c.read_until("audio-stop"))[-1].type == "audio-stop"
+    assert fake_backend.requests[-1]["model"] == "kokoro"
+    assert fake_backend.requests[-1]["voice"] == "af_heart"  # the first voice, now on kokoro
+    async with client(gw) as c:
+        await c.send(
+            SelectProgram(name="whisper-fake").event(),
+            AudioStart(16000, 2, 1).event(),
+            AudioChunk(16000, 2, 1, b"\0\0" * 160).event(),
+            AudioStop().event(),
+        )
+        assert (await c.read_until("transcript"))[-1].type == "transcript"
+    assert fake_backend.requests[-1]["model"] == "whisper-fake"

@@ -255,3 +255,20 @@ async def test_client_leaves_mid_audio(
     fake_backend.delay = 0.0
     async with client(gw) as c:
         assert audio_of(await tts_events(c))
+
+
+async def test_shutdown_tells_clients_mid_request(
+    fake_backend: FakeBackend, make_gateway: GatewayFactory, client: Clients
+) -> None:
+    gw = await make_gateway(fake_backend.url)
+    fake_backend.mode = "hang"
+    async with client(gw) as idle, client(gw) as c:
+        await c.send(Synthesize(text="Never finishes.").event())
+        for _ in range(100):
+            if fake_backend.requests:
+                break
+            await asyncio.sleep(0.02)
+        await gw.stop()
+        err = first_error(await c.read_until("error"))
+        assert err.data["code"] == "shutting-down"
+        assert await idle.read() is None  # an idle connection just closes

@@ -8,16 +8,6 @@ import pytest
 
 from voice_stack_dev.paths import venv_bin
 from voice_stack_dev.procs import Service, free_port
-from voice_stack_dev.speech_server import start_speech_server
-
-
-@pytest.fixture(scope="session")
-def speech_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    service = start_speech_server(log_dir=tmp_path_factory.mktemp("speech"))
-    try:
-        yield service
-    finally:
-        service.stop()
 
 
 @pytest.fixture(scope="session")

@@ -11,13 +11,11 @@ from collections.abc import AsyncGenerator
 from homeassistant.components import stt, tts
 from homeassistant.components.tts.const import DATA_COMPONENT
 from homeassistant.components.tts.entity import TTSAudioRequest
-from homeassistant.config_entries import ConfigEntryState
+from homeassistant.config_entries import SOURCE_USER, ConfigEntry, ConfigEntryState
 from homeassistant.core import HomeAssistant
+from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
-from pytest_homeassistant_custom_component.common import (  # type: ignore[import-untyped]
-    MockConfigEntry,
-)
 
 from voice_stack_dev.procs import Service
 
@@ -28,18 +26,24 @@ def words(text: str) -> str:
     return re.sub(r"[^a-z ]", "", text.lower()).strip()
 
 
-async def _setup(hass: HomeAssistant, port: int) -> MockConfigEntry:
+async def _setup(hass: HomeAssistant, port: int) -> ConfigEntry:
+    """Add the gateway the way a user does: the wyoming config flow's host/port step."""
     # conversation (a wyoming dependency) needs the core integration's exposed-entities store
     assert await async_setup_component(hass, "homeassistant", {})
-    entry = MockConfigEntry(domain="wyoming", data={"host": "127.0.0.1", "port": port})
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
+    result = await hass.config_entries.flow.async_init("wyoming", context={"source": SOURCE_USER})
+    assert result["type"] is FlowResultType.FORM
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {"host": "127.0.0.1", "port": port}
+    )
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert result["title"] == "voice-stack-stt"
     await hass.async_block_till_done()
+    entry = result["result"]
     assert entry.state is ConfigEntryState.LOADED
     return entry
 
 
-def _entity(hass: HomeAssistant, domain: str, entry: MockConfigEntry) -> str:
+def _entity(hass: HomeAssistant, domain: str, entry: ConfigEntry) -> str:
     registry = er.async_get(hass)
     ids = [
         e.entity_id

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from homeassistant.components import conversation
 from homeassistant.components.conversation import trace
+from homeassistant.components.conversation.const import DATA_COMPONENT
 from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import Context, HomeAssistant, callback
 from homeassistant.helpers import intent, llm
@@ -22,6 +23,7 @@ from custom_components.voice_stack.const import (
     CONF_PROMPT_LAYOUT,
     LAYOUT_HA_DEFAULT,
 )
+from custom_components.voice_stack.entity import VoiceStackLLMEntity
 from custom_components.voice_stack.timings import Timings, signal_timings
 from tests.integration.agent_helpers import (
     TIME_API_ID,
@@ -35,6 +37,7 @@ from tests.integration.agent_helpers import (
 )
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import start_proxy
+from voice_stack_dev.paths import model_path
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
 
@@ -224,3 +227,72 @@ async def test_warm_slot_after_restart(hass: HomeAssistant, llama_factory: Any) 
     await warmer.async_check()
     assert (await hass.async_add_executor_job(slot_state, server, 1))["n_prompt_tokens"] > 0
     assert sub in warmer.warmed
+
+
+async def test_draft_acceptance_from_speculative_server(
+    hass: HomeAssistant, llama_factory: Any
+) -> None:
+    """With a draft model (the tiny model drafting for itself) the agent reports acceptance."""
+    model = str(model_path("tiny-text"))
+    server = llama_factory(
+        "tiny-text", ctx_per_slot=1024, extra_args=["-md", model, "--spec-type", "draft-simple"]
+    )
+    entry = make_entry(server.url, server.api_key, [agent(0)])
+    await _setup(hass, entry)
+    result = await conversation.async_converse(
+        hass, "hello", None, Context(), agent_id=_entity_id(hass, entry)
+    )
+    assert result.response.speech["plain"]["speech"] == "Hello from the tiny test model."
+    timings = entry.runtime_data.timings[next(iter(entry.subentries))]
+    assert timings.draft_tokens
+    assert timings.draft_acceptance is not None
+    assert 0 < timings.draft_acceptance <= 100
+
+
+async def test_real_assist_api_from_a_satellite(
+    hass: HomeAssistant, llama_text: LlamaServer
+) -> None:
+    """HA's own Assist API (intent tools, exposed entities) from a satellite in an area."""
+    from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
+    from homeassistant.helpers import area_registry as ar
+    from homeassistant.helpers import device_registry as dr
+
+    assert await async_setup_component(hass, "homeassistant", {})
+    assert await async_setup_component(hass, "intent", {})
+    assert await async_setup_component(hass, "light", {})
+    hass.states.async_set("light.kitchen", "off", {"friendly_name": "Kitchen light"})
+    async_expose_entity(hass, conversation.DOMAIN, "light.kitchen", True)
+    entry = make_entry(
+        llama_text.url, llama_text.api_key, [agent(2, **{CONF_LLM_HASS_API: [llm.LLM_API_ASSIST]})]
+    )
+    await _setup(hass, entry)
+    kitchen = ar.async_get(hass).async_create("Kitchen")
+    satellite_entry = MockConfigEntry(domain="test")
+    satellite_entry.add_to_hass(hass)
+    satellite = dr.async_get(hass).async_get_or_create(
+        config_entry_id=satellite_entry.entry_id, identifiers={("test", "sat")}
+    )
+    dr.async_get(hass).async_update_device(satellite.id, area_id=kitchen.id)
+    assert entry.runtime_data.warmer is not None
+    await entry.runtime_data.warmer.async_check()
+    entity = hass.data[DATA_COMPONENT].get_entity(_entity_id(hass, entry))
+    assert isinstance(entity, VoiceStackLLMEntity)
+    warm_sys, warm_tools = await entity.async_stable_prefix()
+    sent = _spy(entry)
+    result = await conversation.async_converse(
+        hass, "hello", None, Context(), agent_id=_entity_id(hass, entry), device_id=satellite.id
+    )
+    assert result.response.speech["plain"]["speech"] == "Hello from the tiny test model."
+    system = sent[0]["messages"][0]["content"]
+    user = sent[0]["messages"][-1]["content"]
+    names = [t["function"]["name"] for t in sent[0]["tools"]]
+    assert warm_sys == system  # the warm-up primed exactly this prefix
+    assert [t["function"]["name"] for t in warm_tools] == names
+    assert "Kitchen light" in system
+    assert "You are in area Kitchen" not in system
+    assert user.startswith("You are in area Kitchen")
+    assert names == sorted(names)
+    assert any(name.endswith("HassTurnOn") for name in names)
+    timings = entry.runtime_data.timings[next(iter(entry.subentries))]
+    assert timings.cache_reuse is not None
+    assert timings.cache_reuse > 80  # warmed with the same stable prefix

@@ -24,7 +24,14 @@ from wyoming.tts import (
 )
 
 from .catalog import ASR_PROGRAM, TTS_PROGRAM
-from .errors import BAD_REQUEST, INTERNAL, UNKNOWN_PROGRAM, GatewayError, ProtocolError
+from .errors import (
+    BAD_REQUEST,
+    INTERNAL,
+    SHUTTING_DOWN,
+    UNKNOWN_PROGRAM,
+    GatewayError,
+    ProtocolError,
+)
 from .protocol import EventReader, encode_event
 from .stt import SttSession
 from .tts import StreamingSynthesis, VoiceChoice, synthesize_plain
@@ -64,6 +71,21 @@ class Connection:
         _LOGGER.info("%s error sent to client: %s (%s)", kind, err.text, err.code)
         with contextlib.suppress(ConnectionError, RuntimeError):
             await self.send(err.event())
+
+    @property
+    def busy(self) -> bool:
+        """A request is in progress (audio coming in, or an answer going out)."""
+        job_running = self.job is not None and not self.job.done()
+        return job_running or self.stream is not None or (self.stt is not None and self.stt.started)
+
+    async def shutdown(self) -> None:
+        """Gateway stopping: tell a client mid-request why, then end the connection."""
+        if self.busy and not self.closed:
+            await self.send_error(
+                GatewayError(SHUTTING_DOWN, "The gateway is shutting down; try again"), "shutdown"
+            )
+        self.reader.feed_eof()
+        self.writer.close()
 
     def stream_finished(self, stream: StreamingSynthesis) -> None:
         # a failed stream stays current until synthesize-stop, so its remaining chunks and the
@@ -246,5 +268,10 @@ async def handle_client(
         writer.close()
         return
     started = time.perf_counter()
-    await Connection(gateway, reader, writer).run()
+    conn = Connection(gateway, reader, writer)
+    gateway.connections.add(conn)
+    try:
+        await conn.run()
+    finally:
+        gateway.connections.discard(conn)
     _LOGGER.debug("connection closed after %.1f s", time.perf_counter() - started)

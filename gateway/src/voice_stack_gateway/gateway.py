@@ -13,7 +13,7 @@ from aiohttp import web
 from . import __version__
 from .catalog import CatalogService
 from .config import Settings
-from .connection import handle_client
+from .connection import Connection, handle_client
 from .discovery import Advertiser
 from .http_side import build_app
 from .metrics import Metrics
@@ -22,6 +22,7 @@ from .upstream import Backend, Timeouts
 
 _LOGGER = logging.getLogger(__name__)
 STARTUP_REFRESH_WAIT = 2.0
+SHUTDOWN_GRACE = 2.0
 
 
 def parse_tcp_uri(uri: str) -> tuple[str, int]:
@@ -46,6 +47,7 @@ class Gateway:
         self._server: asyncio.Server | None = None
         self._http: web.AppRunner | None = None
         self._advertiser: Advertiser | None = None
+        self.connections: set[Connection] = set()
         self.port = 0
         self.http_port = 0
 
@@ -80,10 +82,17 @@ class Gateway:
         self.http_port = server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
+        """No new connections; requests in progress get a grace period, then an error event."""
         if self._advertiser is not None:
             await self._advertiser.stop()
         if self._server is not None:
             self._server.close()
+        deadline = asyncio.get_running_loop().time() + SHUTDOWN_GRACE
+        while any(c.busy for c in self.connections):
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.gather(*(c.shutdown() for c in list(self.connections)))
         await self.catalog.stop()
         if self._http is not None:
             await self._http.cleanup()
