@@ -13,6 +13,7 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.util.json import json_loads
 
 from .const import DOMAIN, SUBENTRY_AI_TASK
+from .devices import add_agent_entities
 from .entity import VoiceStackLLMEntity
 from .models import VoiceStackConfigEntry
 
@@ -25,12 +26,12 @@ async def async_setup_entry(
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """Add one AI Task entity per ai_task_data subentry."""
-    for subentry in entry.subentries.values():
-        if subentry.subentry_type == SUBENTRY_AI_TASK:
-            async_add_entities(
-                [VoiceStackTaskEntity(entry, subentry)],
-                config_subentry_id=subentry.subentry_id,
-            )
+    add_agent_entities(
+        entry,
+        async_add_entities,
+        (SUBENTRY_AI_TASK,),
+        lambda subentry: [VoiceStackTaskEntity(entry, subentry)],
+    )
 
 
 class VoiceStackTaskEntity(ai_task.AITaskEntity, VoiceStackLLMEntity):

@@ -36,6 +36,7 @@ from homeassistant.helpers.selector import (
 
 from .client import LlamaAuthError, LlamaClient, LlamaError, LlamaNotServerError
 from .const import (
+    AGENT_DEFAULTS,
     CONF_API_KEY,
     CONF_GATEWAY_URL,
     CONF_LLM_HASS_API,
@@ -52,13 +53,6 @@ from .const import (
     CONF_URL,
     DEFAULT_AI_TASK_NAME,
     DEFAULT_CONVERSATION_NAME,
-    DEFAULT_MAX_HISTORY,
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_PROMPT_LAYOUT,
-    DEFAULT_REASONING,
-    DEFAULT_SAVE_SLOT,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TIMEOUT,
     DOMAIN,
     LAYOUT_OPTIONS,
     LOGGER,
@@ -119,13 +113,7 @@ def default_agent_data(slot: int) -> dict[str, Any]:
         CONF_SLOT: slot,
         CONF_PROMPT: llm.DEFAULT_INSTRUCTIONS_PROMPT,
         CONF_LLM_HASS_API: [llm.LLM_API_ASSIST],
-        CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
-        CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
-        CONF_MAX_HISTORY: DEFAULT_MAX_HISTORY,
-        CONF_TIMEOUT: DEFAULT_TIMEOUT,
-        CONF_REASONING: DEFAULT_REASONING,
-        CONF_PROMPT_LAYOUT: DEFAULT_PROMPT_LAYOUT,
-        CONF_SAVE_SLOT: DEFAULT_SAVE_SLOT,
+        **AGENT_DEFAULTS,
     }
 
 

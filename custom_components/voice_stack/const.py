@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Final
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
 
 DOMAIN: Final = "voice_stack"
 LOGGER: Final = logging.getLogger(__package__)
@@ -48,6 +50,19 @@ DEFAULT_TIMEOUT: Final = 60.0
 DEFAULT_REASONING: Final = REASONING_HIDDEN
 DEFAULT_PROMPT_LAYOUT: Final = LAYOUT_CACHE_STABLE
 DEFAULT_SAVE_SLOT: Final = False
+
+# What an agent uses for an option its subentry does not set; a new agent starts with these.
+AGENT_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        CONF_TEMPERATURE: DEFAULT_TEMPERATURE,
+        CONF_MAX_TOKENS: DEFAULT_MAX_TOKENS,
+        CONF_MAX_HISTORY: DEFAULT_MAX_HISTORY,
+        CONF_TIMEOUT: DEFAULT_TIMEOUT,
+        CONF_REASONING: DEFAULT_REASONING,
+        CONF_PROMPT_LAYOUT: DEFAULT_PROMPT_LAYOUT,
+        CONF_SAVE_SLOT: DEFAULT_SAVE_SLOT,
+    }
+)
 
 MIN_TIMEOUT: Final = 5.0
 MAX_TIMEOUT: Final = 600.0

@@ -11,6 +11,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .const import CONF_LLM_HASS_API, SUBENTRY_CONVERSATION
+from .devices import add_agent_entities
 from .entity import VoiceStackLLMEntity
 from .models import VoiceStackConfigEntry
 
@@ -23,12 +24,12 @@ async def async_setup_entry(
     async_add_entities: AddConfigEntryEntitiesCallback,
 ) -> None:
     """Add one conversation entity per conversation subentry."""
-    for subentry in entry.subentries.values():
-        if subentry.subentry_type == SUBENTRY_CONVERSATION:
-            async_add_entities(
-                [VoiceStackConversationEntity(entry, subentry)],
-                config_subentry_id=subentry.subentry_id,
-            )
+    add_agent_entities(
+        entry,
+        async_add_entities,
+        (SUBENTRY_CONVERSATION,),
+        lambda subentry: [VoiceStackConversationEntity(entry, subentry)],
+    )
 
 
 class VoiceStackConversationEntity(conversation.ConversationEntity, VoiceStackLLMEntity):

@@ -1,4 +1,5 @@
-"""One device per service of the stack, with stable identifiers and translated names.
+"""One device per service of the stack, with stable identifiers and translated names, and one
+device per agent (subentry) that its conversation or AI Task entity and speed sensors share.
 
 Device names come from translations ("Voice Stack LLM server", ...), so entity ids are
 deterministic (has_entity_name): e.g. sensor.voice_stack_llm_server_generation_throughput.
@@ -6,6 +7,7 @@ deterministic (has_entity_name): e.g. sensor.voice_stack_llm_server_generation_t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Container, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from homeassistant.helpers import device_registry as dr
@@ -14,11 +16,13 @@ from homeassistant.helpers.entity import EntityDescription
 from homeassistant.helpers.typing import UNDEFINED
 from homeassistant.helpers.update_coordinator import CoordinatorEntity, DataUpdateCoordinator
 
-from .const import DOMAIN
+from .const import CONF_MODEL, DOMAIN
 
 if TYPE_CHECKING:
-    from homeassistant.config_entries import ConfigEntry
+    from homeassistant.config_entries import ConfigEntry, ConfigSubentry
     from homeassistant.core import HomeAssistant
+    from homeassistant.helpers.entity import Entity
+    from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
     from .coordinator import GatewayCoordinator, LlamaCoordinator, ProxyCoordinator
     from .probes import BackendHealth, GatewayHealth
@@ -114,6 +118,29 @@ def backend_device_info(entry: ConfigEntry, kind: str, gateway: GatewayCoordinat
         model=backend.models[0] if backend and backend.models else None,
         configuration_url=backend.url if backend else None,
     )
+
+
+def agent_device_info(subentry: ConfigSubentry) -> DeviceInfo:
+    """The device of one agent, named after its subentry."""
+    return DeviceInfo(
+        identifiers={(DOMAIN, subentry.subentry_id)},
+        name=subentry.title,
+        manufacturer="llama.cpp",
+        model=subentry.data.get(CONF_MODEL) or "llama-server",
+        entry_type=DeviceEntryType.SERVICE,
+    )
+
+
+def add_agent_entities(
+    entry: ConfigEntry,
+    async_add_entities: AddConfigEntryEntitiesCallback,
+    subentry_types: Container[str],
+    build: Callable[[ConfigSubentry], Iterable[Entity]],
+) -> None:
+    """Add the entities `build` makes for each agent of these types, under its subentry."""
+    for subentry in entry.subentries.values():
+        if subentry.subentry_type in subentry_types:
+            async_add_entities(build(subentry), config_subentry_id=subentry.subentry_id)
 
 
 def update_device(

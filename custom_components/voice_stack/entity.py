@@ -11,7 +11,6 @@ from homeassistant.components import conversation
 from homeassistant.config_entries import ConfigSubentry
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import llm
 from homeassistant.helpers.dispatcher import async_dispatcher_send
 from homeassistant.helpers.entity import Entity
@@ -27,6 +26,7 @@ from .client import (
     LlamaTimeoutError,
 )
 from .const import (
+    AGENT_DEFAULTS,
     CONF_LLM_HASS_API,
     CONF_MAX_HISTORY,
     CONF_MAX_TOKENS,
@@ -37,18 +37,13 @@ from .const import (
     CONF_SLOT,
     CONF_TEMPERATURE,
     CONF_TIMEOUT,
-    DEFAULT_MAX_HISTORY,
-    DEFAULT_MAX_TOKENS,
-    DEFAULT_PROMPT_LAYOUT,
-    DEFAULT_REASONING,
-    DEFAULT_TEMPERATURE,
-    DEFAULT_TIMEOUT,
     DOMAIN,
     LAYOUT_CACHE_STABLE,
     LOGGER,
     MAX_TOOL_ITERATIONS,
     REASONING_DISABLED,
 )
+from .devices import agent_device_info
 from .models import VoiceStackConfigEntry
 from .prompt import VolatileContext, build_messages, format_tools, split_system_prompt
 from .stream import StreamResult, transform_stream
@@ -120,13 +115,7 @@ class VoiceStackLLMEntity(Entity):
         self.subentry = subentry
         self._attr_unique_id = subentry.subentry_id
         self._volatile = VolatileContext()
-        self._attr_device_info = dr.DeviceInfo(
-            identifiers={(DOMAIN, subentry.subentry_id)},
-            name=subentry.title,
-            manufacturer="llama.cpp",
-            model=subentry.data.get(CONF_MODEL) or "llama-server",
-            entry_type=dr.DeviceEntryType.SERVICE,
-        )
+        self._attr_device_info = agent_device_info(subentry)
 
     async def async_added_to_hass(self) -> None:
         """Let the warmer prime this agent's slot."""
@@ -135,9 +124,9 @@ class VoiceStackLLMEntity(Entity):
             warmer.register(self)
             self.async_on_remove(lambda: warmer.unregister(self))
 
-    def option(self, key: str, default: Any) -> Any:
-        """Return an agent option, falling back to the default in const."""
-        return self.subentry.data.get(key, default)
+    def option(self, key: str) -> Any:
+        """Return an agent option, falling back to AGENT_DEFAULTS (None where it has none)."""
+        return self.subentry.data.get(key, AGENT_DEFAULTS.get(key))
 
     @property
     def slot(self) -> int:
@@ -147,19 +136,19 @@ class VoiceStackLLMEntity(Entity):
     @property
     def cache_stable(self) -> bool:
         """Whether the cache-stable prompt layout is on."""
-        return bool(self.option(CONF_PROMPT_LAYOUT, DEFAULT_PROMPT_LAYOUT) == LAYOUT_CACHE_STABLE)
+        return bool(self.option(CONF_PROMPT_LAYOUT) == LAYOUT_CACHE_STABLE)
 
     def base_payload(self) -> dict[str, Any]:
         """Request fields shared by every call of this agent (pinned, cached)."""
         payload: dict[str, Any] = {
             "id_slot": self.slot,
             "cache_prompt": True,
-            "temperature": float(self.option(CONF_TEMPERATURE, DEFAULT_TEMPERATURE)),
-            "max_tokens": int(self.option(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS)),
+            "temperature": float(self.option(CONF_TEMPERATURE)),
+            "max_tokens": int(self.option(CONF_MAX_TOKENS)),
         }
-        if model := self.option(CONF_MODEL, None):
+        if model := self.option(CONF_MODEL):
             payload["model"] = model
-        if self.option(CONF_REASONING, DEFAULT_REASONING) == REASONING_DISABLED:
+        if self.option(CONF_REASONING) == REASONING_DISABLED:
             payload["chat_template_kwargs"] = {"enable_thinking": False}
         return payload
 
@@ -174,7 +163,7 @@ class VoiceStackLLMEntity(Entity):
                 assistant=conversation.DOMAIN,
                 device_id=None,
             ),
-            self.option(CONF_LLM_HASS_API, None),
+            self.option(CONF_LLM_HASS_API),
             self.prompt_template(),
         )
         first = chat_log.content[0]
@@ -195,7 +184,7 @@ class VoiceStackLLMEntity(Entity):
         structure: probatio.Schema | None = None,
     ) -> None:
         """Run the tool loop: stream a reply, let HA call tools, repeat."""
-        timeout = float(self.option(CONF_TIMEOUT, DEFAULT_TIMEOUT))
+        timeout = float(self.option(CONF_TIMEOUT))
         tools = format_tools(chat_log.llm_api, stable_order=self.cache_stable)
         payload = self.base_payload()
         if structure and structure_name:
@@ -205,8 +194,8 @@ class VoiceStackLLMEntity(Entity):
         for iteration in range(MAX_TOOL_ITERATIONS):
             messages = build_messages(
                 chat_log,
-                layout=self.option(CONF_PROMPT_LAYOUT, DEFAULT_PROMPT_LAYOUT),
-                max_turns=int(self.option(CONF_MAX_HISTORY, DEFAULT_MAX_HISTORY)),
+                layout=self.option(CONF_PROMPT_LAYOUT),
+                max_turns=int(self.option(CONF_MAX_HISTORY)),
                 volatile_context=self._volatile,
             )
             request = {**payload, "messages": messages}

@@ -16,12 +16,12 @@ from homeassistant.components.sensor import (
 from homeassistant.config_entries import ConfigSubentry
 from homeassistant.const import PERCENTAGE, EntityCategory, UnitOfTime
 from homeassistant.core import HomeAssistant, callback
-from homeassistant.helpers.device_registry import DeviceEntryType, DeviceInfo
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 from homeassistant.helpers.typing import StateType
+from homeassistant.helpers.update_coordinator import DataUpdateCoordinator
 
-from .const import CONF_MODEL, DOMAIN, SUBENTRY_AI_TASK, SUBENTRY_CONVERSATION
+from .const import SUBENTRY_AI_TASK, SUBENTRY_CONVERSATION
 from .coordinator import (
     GatewayCoordinator,
     LlamaCoordinator,
@@ -36,6 +36,8 @@ from .devices import (
     DEVICE_PROXY,
     DEVICE_TTS,
     VoiceStackServiceEntity,
+    add_agent_entities,
+    agent_device_info,
     backend_device_info,
     backend_of,
     gateway_device_info,
@@ -276,12 +278,12 @@ async def async_setup_entry(
     if gateway is not None:
         entities += gateway_sensors(entry, gateway)
     async_add_entities(entities)
-    for subentry in entry.subentries.values():
-        if subentry.subentry_type in (SUBENTRY_CONVERSATION, SUBENTRY_AI_TASK):
-            async_add_entities(
-                [AgentSpeedSensor(entry, subentry, d) for d in AGENT_SENSORS],
-                config_subentry_id=subentry.subentry_id,
-            )
+    add_agent_entities(
+        entry,
+        async_add_entities,
+        (SUBENTRY_CONVERSATION, SUBENTRY_AI_TASK),
+        lambda subentry: [AgentSpeedSensor(entry, subentry, d) for d in AGENT_SENSORS],
+    )
 
 
 def gateway_sensors(
@@ -298,7 +300,21 @@ def gateway_sensors(
     return entities
 
 
-class LlamaSensor(VoiceStackServiceEntity[LlamaCoordinator], SensorEntity):
+class _DescribedSensor[CoordinatorT: DataUpdateCoordinator[Any]](
+    VoiceStackServiceEntity[CoordinatorT], SensorEntity
+):
+    """A figure its description reads from the coordinator's latest data (none before it)."""
+
+    entity_description: LlamaSensorDescription | ProxySensorDescription | GatewaySensorDescription
+
+    @property
+    @override
+    def native_value(self) -> StateType:
+        data = self.coordinator.data
+        return self.entity_description.value_fn(data) if data else None
+
+
+class LlamaSensor(_DescribedSensor[LlamaCoordinator]):
     """A server-wide llama-server figure; unavailable while the server is down or loading."""
 
     entity_description: LlamaSensorDescription
@@ -308,12 +324,6 @@ class LlamaSensor(VoiceStackServiceEntity[LlamaCoordinator], SensorEntity):
     def available(self) -> bool:
         data = self.coordinator.data
         return super().available and data is not None and not data.loading
-
-    @property
-    @override
-    def native_value(self) -> StateType:
-        data = self.coordinator.data
-        return self.entity_description.value_fn(data) if data else None
 
 
 class ServerStateSensor(VoiceStackServiceEntity[LlamaCoordinator], SensorEntity):
@@ -332,28 +342,16 @@ class ServerStateSensor(VoiceStackServiceEntity[LlamaCoordinator], SensorEntity)
         return "loading" if self.coordinator.data.loading else "ready"
 
 
-class ProxySensor(VoiceStackServiceEntity[ProxyCoordinator], SensorEntity):
+class ProxySensor(_DescribedSensor[ProxyCoordinator]):
     """A figure of the auth proxy probe."""
 
     entity_description: ProxySensorDescription
 
-    @property
-    @override
-    def native_value(self) -> StateType:
-        data = self.coordinator.data
-        return self.entity_description.value_fn(data) if data else None
 
-
-class GatewaySensor(VoiceStackServiceEntity[GatewayCoordinator], SensorEntity):
+class GatewaySensor(_DescribedSensor[GatewayCoordinator]):
     """A figure from the gateway's /health."""
 
     entity_description: GatewaySensorDescription
-
-    @property
-    @override
-    def native_value(self) -> StateType:
-        data = self.coordinator.data
-        return self.entity_description.value_fn(data) if data else None
 
 
 class AgentSpeedSensor(RestoreSensor):
@@ -374,13 +372,7 @@ class AgentSpeedSensor(RestoreSensor):
         self._entry = entry
         self._subentry_id = subentry.subentry_id
         self._attr_unique_id = f"{subentry.subentry_id}_{description.key}"
-        self._attr_device_info = DeviceInfo(
-            identifiers={(DOMAIN, subentry.subentry_id)},
-            name=subentry.title,
-            manufacturer="llama.cpp",
-            model=subentry.data.get(CONF_MODEL) or "llama-server",
-            entry_type=DeviceEntryType.SERVICE,
-        )
+        self._attr_device_info = agent_device_info(subentry)
 
     @override
     async def async_added_to_hass(self) -> None:

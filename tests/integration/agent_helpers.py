@@ -1,4 +1,5 @@
-"""Helpers for the agent tests: entries pointing at real llama-servers, a test tool API."""
+"""Helpers shared by the integration tests: entries pointing at real (or fake) servers, their
+setup through HA, a test tool API."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import urllib.request
 from typing import Any
 
 import probatio
+from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import llm
+from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.config_flow import default_agent_data
@@ -104,6 +107,15 @@ def make_entry(url: str, api_key: str | None, subentries: list[dict[str, Any]]) 
         data={CONF_URL: url, CONF_API_KEY: api_key or ""},
         subentries_data=subentries,
     )
+
+
+async def setup_entry(hass: HomeAssistant, entry: MockConfigEntry) -> None:
+    """Add and load the entry with HA's own setup path."""
+    assert await async_setup_component(hass, "homeassistant", {})
+    entry.add_to_hass(hass)
+    assert await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
 
 
 def server_get(server: LlamaServer, path: str) -> Any:

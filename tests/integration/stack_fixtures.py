@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from homeassistant.config_entries import ConfigEntryState
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
-from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import (
@@ -26,9 +25,11 @@ from custom_components.voice_stack.const import (
     CONF_URL,
     DOMAIN,
 )
+from custom_components.voice_stack.coordinator import Coordinators
+from tests.integration.agent_helpers import setup_entry
+from voice_stack_dev.gateway import start_gateway
 from voice_stack_dev.llama import LlamaServer, start_llama
 from voice_stack_dev.nginx import NginxProxy, start_proxy
-from voice_stack_dev.paths import venv_bin
 from voice_stack_dev.procs import Service, free_port
 from voice_stack_dev.speech_server import start_speech_server
 
@@ -53,24 +54,15 @@ class LiveStack:
         return [self.llama, self.proxy, self.speech, self.gateway]
 
 
-def start_gateway(speech_url: str, log_dir: Path) -> Service:
+def _start_gateway(speech_url: str, log_dir: Path) -> Service:
     """The real gateway, probing the speech server every second."""
-    wyoming_port, http_port = free_port(), free_port()
-    argv = [
-        str(venv_bin("gw", "voice-stack-gateway")),
-        "--uri", f"tcp://127.0.0.1:{wyoming_port}",
-        "--http-uri", f"tcp://127.0.0.1:{http_port}",
-        "--stt-openai-url", f"{speech_url}/v1",
-        "--tts-openai-url", f"{speech_url}/v1",
-        "--refresh-interval", "1",
-        "--zeroconf", "false",
-    ]  # fmt: skip
-    return Service(
-        name="voice-stack-gateway",
-        argv=argv,
-        port=http_port,
-        log_path=log_dir / f"gateway-{http_port}.log",
-    ).start()
+    http_port = free_port()
+    return start_gateway(
+        speech_url,
+        log_dir / f"gateway-{http_port}.log",
+        http_port=http_port,
+        extra_args=["--refresh-interval", "1", "--zeroconf", "false"],
+    )
 
 
 def run_live_stack(service_logs: Path) -> Iterator[LiveStack]:
@@ -83,7 +75,7 @@ def run_live_stack(service_logs: Path) -> Iterator[LiveStack]:
         started.append(proxy)
         speech = start_speech_server(log_dir=service_logs, cpu_threads=1)
         started.append(speech)
-        gateway = start_gateway(speech.url, service_logs)
+        gateway = _start_gateway(speech.url, service_logs)
         started.append(gateway)
         yield LiveStack(llama, proxy, speech, gateway)
     finally:
@@ -105,13 +97,24 @@ def stack_entry(
     )
 
 
-async def setup_entry(hass: HomeAssistant, entry: MockConfigEntry) -> None:
-    """Add and load the entry with HA's own setup path."""
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    assert entry.state is ConfigEntryState.LOADED
+async def setup_stack_entry(
+    hass: HomeAssistant,
+    url: str,
+    api_key: str,
+    gateway_url: str | None = None,
+    subentries: list[dict[str, Any]] | None = None,
+) -> MockConfigEntry:
+    """An entry as the config flow creates it, added and loaded."""
+    entry = stack_entry(url, api_key, gateway_url, subentries or [])
+    await setup_entry(hass, entry)
+    return entry
+
+
+def coordinators_of(entry: ConfigEntry) -> Coordinators:
+    """The pollers of a loaded entry."""
+    coordinators: Coordinators | None = entry.runtime_data.coordinators
+    assert coordinators is not None
+    return coordinators
 
 
 async def wait_gateway(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from homeassistant.components import conversation
 from homeassistant.components.conversation.const import DATA_COMPONENT
@@ -11,7 +9,6 @@ from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import intent
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
-from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.client import (
@@ -29,25 +26,10 @@ from custom_components.voice_stack.const import (
     REASONING_DISABLED,
 )
 from custom_components.voice_stack.repairs import ServerState, find_issues
-from tests.integration.agent_helpers import agent, make_entry
+from tests.integration.agent_helpers import agent, make_entry, setup_entry
 from tests.integration.fake_llama import FakeLlama, slow
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeLlama]:
-    """A fake server, stopped after the test."""
-    server = await FakeLlama().start()
-    yield server
-    await server.stop()
-
-
-async def _setup(hass: HomeAssistant, entry: MockConfigEntry) -> None:
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
 
 
 async def test_rewarm_after_restart_and_outage(hass: HomeAssistant, fake: FakeLlama) -> None:
@@ -55,7 +37,7 @@ async def test_rewarm_after_restart_and_outage(hass: HomeAssistant, fake: FakeLl
     entry = make_entry(
         fake.url, "k", [agent(0, **{CONF_MODEL: "m", CONF_REASONING: REASONING_DISABLED})]
     )
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     warmer = entry.runtime_data.warmer
     assert warmer is not None
     await warmer.async_check()
@@ -84,7 +66,7 @@ async def test_rewarm_after_restart_and_outage(hass: HomeAssistant, fake: FakeLl
 async def test_bad_template(hass: HomeAssistant, fake: FakeLlama) -> None:
     """A broken instructions template: the warmer logs it, a turn answers with an error."""
     entry = make_entry(fake.url, "k", [agent(0, **{CONF_PROMPT: "{{ broken"})])
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     warmer = entry.runtime_data.warmer
     assert warmer is not None
     await warmer.async_check()
@@ -100,7 +82,7 @@ async def test_warm_failure_and_probe_failure(hass: HomeAssistant, fake: FakeLla
     """Non-streamed requests failing: no unified-KV verdict, slot not marked warm."""
     fake.overrides["/v1/chat/completions"] = (500, '{"error": {"code": 500, "message": "x"}}')
     entry = make_entry(fake.url, "k", [agent(0)])
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     warmer = entry.runtime_data.warmer
     assert warmer is not None
     await warmer.async_check()
@@ -112,7 +94,7 @@ async def test_warm_failure_and_probe_failure(hass: HomeAssistant, fake: FakeLla
 async def test_remove_entry_clears_issues(hass: HomeAssistant, fake: FakeLlama) -> None:
     """Removing the server deletes its repair issues."""
     entry = make_entry(fake.url, "k", [agent(0), agent(0)])
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     assert entry.runtime_data.warmer is not None
     await entry.runtime_data.warmer.async_check()
     assert ir.async_get(hass).async_get_issue(DOMAIN, f"{entry.entry_id}_shared_slot_0")
@@ -192,7 +174,7 @@ def test_stream_error_type() -> None:
 async def test_supported_languages(hass: HomeAssistant, fake: FakeLlama) -> None:
     """The agent accepts any language."""
     entry = make_entry(fake.url, "k", [agent(0)])
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     agent_id = next(
         s.entity_id for s in hass.states.async_all("conversation") if "agent" in s.entity_id
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,14 +26,6 @@ from tests.integration.fake_llama import (
 )
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeLlama]:
-    """A fake server, stopped after the test."""
-    server = await FakeLlama().start()
-    yield server
-    await server.stop()
 
 
 async def _setup(hass: HomeAssistant, fake: FakeLlama, **opts: Any) -> tuple[MockConfigEntry, str]:

@@ -11,7 +11,6 @@ import pytest
 from homeassistant.components import conversation
 from homeassistant.components.conversation import trace
 from homeassistant.components.conversation.const import DATA_COMPONENT
-from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import Context, HomeAssistant, callback
 from homeassistant.helpers import intent, llm
 from homeassistant.helpers.dispatcher import async_dispatcher_connect
@@ -33,6 +32,7 @@ from tests.integration.agent_helpers import (
     agent,
     make_entry,
     server_get,
+    setup_entry,
     slot_state,
 )
 from voice_stack_dev.llama import LlamaServer
@@ -40,14 +40,6 @@ from voice_stack_dev.nginx import start_proxy
 from voice_stack_dev.paths import model_path
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
-
-
-async def _setup(hass: HomeAssistant, entry: MockConfigEntry) -> None:
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    assert entry.state is ConfigEntryState.LOADED
 
 
 def _entity_id(hass: HomeAssistant, entry: MockConfigEntry, index: int = 0) -> str:
@@ -83,7 +75,7 @@ async def test_reply_lands_on_pinned_slot_and_reuses_cache(
 ) -> None:
     """Two turns on slot 2: /slots shows the work there; the 2nd turn reuses the prefix."""
     entry = make_entry(llama_text.url, llama_text.api_key, [agent(2)])
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     warmer = entry.runtime_data.warmer
     assert warmer is not None
     await warmer.async_check()  # the background first check may still run; this one waits
@@ -146,7 +138,7 @@ async def _tool_round_trip(
     hass: HomeAssistant, llama_tool: LlamaServer, tool: GetTimeTool, url: str, key: str | None
 ) -> None:
     entry = make_entry(url, key, [agent(1, **{CONF_LLM_HASS_API: [TIME_API_ID]})])
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     agent_id = _entity_id(hass, entry)
     sent = _spy(entry)
 
@@ -188,7 +180,7 @@ async def test_prompt_layout_sent(
     if layout:
         opts[CONF_PROMPT_LAYOUT] = layout
     entry = make_entry(llama_text.url, llama_text.api_key, [agent(3, **opts)])
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     agent_id = _entity_id(hass, entry)
     sent = _spy(entry)
     await conversation.async_converse(hass, "hi", None, Context(), agent_id=agent_id)
@@ -212,7 +204,7 @@ async def test_warm_slot_after_restart(hass: HomeAssistant, llama_factory: Any) 
     """The slot is primed at setup and again after llama-server restarts."""
     server = llama_factory("tiny-text", ctx_per_slot=1024)
     entry = make_entry(server.url, server.api_key, [agent(1)])
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     warmer = entry.runtime_data.warmer
     assert warmer is not None
     await warmer.async_check()
@@ -238,7 +230,7 @@ async def test_draft_acceptance_from_speculative_server(
         "tiny-text", ctx_per_slot=1024, extra_args=["-md", model, "--spec-type", "draft-simple"]
     )
     entry = make_entry(server.url, server.api_key, [agent(0)])
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     result = await conversation.async_converse(
         hass, "hello", None, Context(), agent_id=_entity_id(hass, entry)
     )
@@ -265,7 +257,7 @@ async def test_real_assist_api_from_a_satellite(
     entry = make_entry(
         llama_text.url, llama_text.api_key, [agent(2, **{CONF_LLM_HASS_API: [llm.LLM_API_ASSIST]})]
     )
-    await _setup(hass, entry)
+    await setup_entry(hass, entry)
     kitchen = ar.async_get(hass).async_create("Kitchen")
     satellite_entry = MockConfigEntry(domain="test")
     satellite_entry.add_to_hass(hass)

@@ -10,7 +10,6 @@ from homeassistant.config_entries import ConfigEntryState
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import intent, llm
 from homeassistant.helpers import issue_registry as ir
-from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import (
@@ -25,6 +24,7 @@ from tests.integration.agent_helpers import (
     TimeAPI,
     agent,
     make_entry,
+    setup_entry,
     slot_state,
 )
 from voice_stack_dev.llama import LlamaServer
@@ -35,11 +35,7 @@ pytestmark = pytest.mark.usefixtures("socket_enabled")
 
 async def _setup_checked(hass: HomeAssistant, entry: MockConfigEntry) -> set[str]:
     """Set up, run one full server check, return the issue ids (without the entry prefix)."""
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    assert entry.state is ConfigEntryState.LOADED
+    await setup_entry(hass, entry)
     return await _check(hass, entry)
 
 

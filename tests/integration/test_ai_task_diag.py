@@ -9,7 +9,6 @@ import pytest
 from homeassistant.components import ai_task
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
-from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 from pytest_homeassistant_custom_component.components.diagnostics import (
     get_diagnostics_for_config_entry,
@@ -18,7 +17,7 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.filters import props
 
 from custom_components.voice_stack.const import CONF_SAVE_SLOT, SUBENTRY_AI_TASK
-from tests.integration.agent_helpers import agent, make_entry, slot_state
+from tests.integration.agent_helpers import agent, make_entry, setup_entry, slot_state
 from tests.integration.fake_llama import FakeLlama, chunk, sse, stream_bytes
 from voice_stack_dev.llama import LlamaServer
 
@@ -26,10 +25,7 @@ pytestmark = pytest.mark.usefixtures("socket_enabled")
 
 
 async def _setup(hass: HomeAssistant, entry: MockConfigEntry) -> None:
-    assert await async_setup_component(hass, "homeassistant", {})
-    entry.add_to_hass(hass)
-    assert await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
+    await setup_entry(hass, entry)
     warmer = entry.runtime_data.warmer
     assert warmer is not None
     await warmer.async_check()
@@ -51,9 +47,8 @@ async def test_ai_task_generate_text(hass: HomeAssistant, llama_text: LlamaServe
     assert (await hass.async_add_executor_job(slot_state, llama_text, 3))["n_prompt_tokens"] > 0
 
 
-async def test_ai_task_structured(hass: HomeAssistant) -> None:
+async def test_ai_task_structured(hass: HomeAssistant, fake: FakeLlama) -> None:
     """A structure becomes a json_schema response_format; the JSON reply is parsed (fake server)."""
-    fake = await FakeLlama().start()
     replies = [b'{"answer": "yes"}', b"not json"]
 
     async def handler(request: Any) -> Any:
@@ -63,27 +58,24 @@ async def test_ai_task_structured(hass: HomeAssistant) -> None:
         )
 
     fake.chat = handler
-    try:
-        entry = make_entry(fake.url, "k", [agent(0, kind=SUBENTRY_AI_TASK)])
-        await _setup(hass, entry)
-        structure = probatio.Schema({probatio.Required("answer"): str})
-        result = await ai_task.async_generate_data(
-            hass, task_name="q", entity_id=_task_entity(hass), instructions="?", structure=structure
+    entry = make_entry(fake.url, "k", [agent(0, kind=SUBENTRY_AI_TASK)])
+    await _setup(hass, entry)
+    structure = probatio.Schema({probatio.Required("answer"): str})
+    result = await ai_task.async_generate_data(
+        hass, task_name="q", entity_id=_task_entity(hass), instructions="?", structure=structure
+    )
+    assert result.data == {"answer": "yes"}
+    sent = fake.requests[-1]["response_format"]
+    assert sent["type"] == "json_schema"
+    assert sent["json_schema"]["schema"]["required"] == ["answer"]
+    with pytest.raises(HomeAssistantError, match="valid JSON"):
+        await ai_task.async_generate_data(
+            hass,
+            task_name="q",
+            entity_id=_task_entity(hass),
+            instructions="?",
+            structure=structure,
         )
-        assert result.data == {"answer": "yes"}
-        sent = fake.requests[-1]["response_format"]
-        assert sent["type"] == "json_schema"
-        assert sent["json_schema"]["schema"]["required"] == ["answer"]
-        with pytest.raises(HomeAssistantError, match="valid JSON"):
-            await ai_task.async_generate_data(
-                hass,
-                task_name="q",
-                entity_id=_task_entity(hass),
-                instructions="?",
-                structure=structure,
-            )
-    finally:
-        await fake.stop()
 
 
 async def test_slot_save_and_restore(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -42,14 +41,6 @@ pytestmark = pytest.mark.usefixtures("socket_enabled")
 async def setup_ha(hass: HomeAssistant) -> None:
     """Core config (exposed entities) that conversation needs."""
     assert await async_setup_component(hass, "homeassistant", {})
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeLlama]:
-    """A fake server for a foreign /health."""
-    server = await FakeLlama().start()
-    yield server
-    await server.stop()
 
 
 async def _user_flow(hass: HomeAssistant, url: str, key: str) -> Any:

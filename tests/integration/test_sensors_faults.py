@@ -30,7 +30,8 @@ from voice_stack_dev.llama import LlamaServer, llama_argv
 from voice_stack_dev.nginx import start_proxy
 from voice_stack_dev.procs import Service, free_port
 
-from .stack_fixtures import setup_entry, stack_entry, start_fake
+from .agent_helpers import setup_entry
+from .stack_fixtures import coordinators_of, setup_stack_entry, stack_entry, start_fake
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
 
@@ -105,8 +106,7 @@ async def test_open_proxy_is_flagged_with_a_repair(
     """A proxy that forwards requests without the key: problem on, repair issue raised."""
     fake, url = fake_proxy
     fake.check_key = False
-    entry = stack_entry(url, KEY, None, [])
-    await setup_entry(hass, entry)
+    entry = await setup_stack_entry(hass, url, KEY)
     assert hass.states.get(OPEN).state == STATE_ON  # type: ignore[union-attr]
     issue = _issue(hass, ISSUE_PROXY_OPEN, entry.entry_id)
     assert issue is not None
@@ -115,8 +115,7 @@ async def test_open_proxy_is_flagged_with_a_repair(
     assert issue_id(ISSUE_PROXY_OPEN, entry) == f"{ISSUE_PROXY_OPEN}_{entry.entry_id}"
 
     fake.check_key = True
-    coordinators = entry.runtime_data.coordinators
-    assert coordinators is not None
+    coordinators = coordinators_of(entry)
     await coordinators.proxy.async_refresh()
     await hass.async_block_till_done()
     assert hass.states.get(OPEN).state == STATE_OFF  # type: ignore[union-attr]
@@ -132,10 +131,8 @@ async def test_loading_server_is_up_but_not_ready(
 ) -> None:
     """503 "Loading model" keeps the connectivity on, with loading=true and state loading."""
     fake, url = fake_proxy
-    entry = stack_entry(url, KEY, None, [])
-    await setup_entry(hass, entry)
-    coordinators = entry.runtime_data.coordinators
-    assert coordinators is not None
+    entry = await setup_stack_entry(hass, url, KEY)
+    coordinators = coordinators_of(entry)
 
     # Pretend the device still shows a model from before a restart.
     devices = dr.async_get(hass)
@@ -188,8 +185,7 @@ async def test_disabled_endpoints_raise_repairs(hass: HomeAssistant, service_log
         _llama_without, "--metrics", ["--no-slots"], service_logs
     )
     try:
-        entry = stack_entry(server.url, KEY, None, [])
-        await setup_entry(hass, entry)
+        entry = await setup_stack_entry(hass, server.url, KEY)
         assert _issue(hass, ISSUE_METRICS_DISABLED, entry.entry_id) is not None
         assert _issue(hass, ISSUE_SLOTS_DISABLED, entry.entry_id) is not None
         throughput = hass.states.get("sensor.voice_stack_llm_server_generation_throughput")
@@ -211,8 +207,7 @@ async def test_proxy_slot_count_mismatch(
         )
     )
     try:
-        entry = stack_entry(proxy.url, KEY, None, [])
-        await setup_entry(hass, entry)
+        entry = await setup_stack_entry(hass, proxy.url, KEY)
         issue = _issue(hass, ISSUE_PROXY_SLOT_COUNT, entry.entry_id)
         assert issue is not None
         assert issue.translation_placeholders == {
@@ -229,10 +224,8 @@ async def test_direct_llama_server_without_proxy(
     hass: HomeAssistant, llama_text: LlamaServer
 ) -> None:
     """Pointed at llama-server itself: no /proxy/status, still reachable, still keyed."""
-    entry = stack_entry(llama_text.url, llama_text.api_key or "", None, [])
-    await setup_entry(hass, entry)
-    coordinators = entry.runtime_data.coordinators
-    assert coordinators is not None
+    entry = await setup_stack_entry(hass, llama_text.url, llama_text.api_key or "")
+    coordinators = coordinators_of(entry)
     assert coordinators.proxy.data.status is None
     assert hass.states.get("binary_sensor.voice_stack_auth_proxy_connectivity").state == STATE_ON  # type: ignore[union-attr]
     assert hass.states.get(OPEN).state == STATE_OFF  # type: ignore[union-attr]
@@ -243,11 +236,9 @@ async def test_rejected_key_while_polling_starts_reauth(
 ) -> None:
     """A 401 on /metrics after setup means the key changed: HA starts the reauth flow."""
     fake, url = fake_proxy
-    entry = stack_entry(url, KEY, None, [])
-    await setup_entry(hass, entry)
+    entry = await setup_stack_entry(hass, url, KEY)
     fake.status["/metrics"] = 401
-    coordinators = entry.runtime_data.coordinators
-    assert coordinators is not None
+    coordinators = coordinators_of(entry)
     await coordinators.llm.async_refresh()
     await hass.async_block_till_done()
     flows = hass.config_entries.flow.async_progress_by_handler(DOMAIN)
@@ -261,10 +252,8 @@ async def test_timeouts_and_server_errors_make_entities_unavailable(
 ) -> None:
     """A hung /slots (timeout) and a 500 on /metrics: the server counts as down for the poll."""
     fake, url = fake_proxy
-    entry = stack_entry(url, KEY, None, [])
-    await setup_entry(hass, entry)
-    coordinators = entry.runtime_data.coordinators
-    assert coordinators is not None
+    entry = await setup_stack_entry(hass, url, KEY)
+    coordinators = coordinators_of(entry)
     monkeypatch.setattr("custom_components.voice_stack.coordinator.PROBE_TIMEOUT", 0.2)
     fake.delay["/slots"] = 2.0
     await coordinators.llm.async_refresh()
@@ -292,12 +281,10 @@ async def test_broken_gateway_replies(hass: HomeAssistant, llama_text: LlamaServ
 
     runner, gw_url = await start_fake({"/health": gateway})
     try:
-        entry = stack_entry(llama_text.url, llama_text.api_key or "", gw_url, [])
-        await setup_entry(hass, entry)
+        entry = await setup_stack_entry(hass, llama_text.url, llama_text.api_key or "", gw_url)
         gateway_state = "binary_sensor.voice_stack_gateway_connectivity"
         assert hass.states.get(gateway_state).state == STATE_OFF  # type: ignore[union-attr]
-        coordinators = entry.runtime_data.coordinators
-        assert coordinators is not None
+        coordinators = coordinators_of(entry)
         assert coordinators.gateway is not None
         await coordinators.gateway.async_refresh()
         assert not coordinators.gateway.last_update_success
@@ -324,8 +311,7 @@ async def test_malformed_replies(
     entry = stack_entry(url, KEY, None, [])
     fake.body.pop("/props")  # the agent's own setup needs real props
     await setup_entry(hass, entry)
-    coordinators = entry.runtime_data.coordinators
-    assert coordinators is not None
+    coordinators = coordinators_of(entry)
     assert coordinators.proxy.data.status is None
     assert hass.states.get(OPEN).state == "unknown"  # type: ignore[union-attr]
 

@@ -33,15 +33,14 @@ from custom_components.voice_stack.const import (
     DEFAULT_CONVERSATION_NAME,
     DOMAIN,
 )
-from custom_components.voice_stack.coordinator import Coordinators
 
 from .agent_helpers import agent
 from .stack_fixtures import (
     PROXY_KEY,
     LiveStack,
+    coordinators_of,
     run_live_stack,
-    setup_entry,
-    stack_entry,
+    setup_stack_entry,
     wait_gateway,
 )
 
@@ -81,16 +80,20 @@ def _backend(health: dict[str, Any], name: str) -> str:
     return str(health["backends"][name]["status"])
 
 
-def _coordinators(entry: ConfigEntry) -> Coordinators:
-    coordinators: Coordinators | None = entry.runtime_data.coordinators
-    assert coordinators is not None
-    return coordinators
-
-
 async def _refresh(hass: HomeAssistant, entry: ConfigEntry) -> None:
-    for coordinator in _coordinators(entry).all():
+    for coordinator in coordinators_of(entry).all():
         await coordinator.async_refresh()
     await hass.async_block_till_done()
+
+
+async def _setup_live(
+    hass: HomeAssistant, live_stack: LiveStack, *, with_agent: bool = True
+) -> ConfigEntry:
+    """An entry for the whole live stack (through the proxy, with the gateway), loaded."""
+    agents = [agent(0, title=DEFAULT_CONVERSATION_NAME)] if with_agent else []
+    return await setup_stack_entry(
+        hass, live_stack.proxy.url, PROXY_KEY, live_stack.gateway_url, agents
+    )
 
 
 async def test_flows_set_up_live_health_entities(
@@ -144,7 +147,7 @@ async def test_flows_set_up_live_health_entities(
     assert result["type"] is FlowResultType.CREATE_ENTRY
     await hass.async_block_till_done()
     assert CONF_GATEWAY_URL not in entry.options
-    assert _coordinators(entry).gateway is None
+    assert coordinators_of(entry).gateway is None
     assert hass.states.get(GATEWAY) is None
     names = {d.name for d in dr.async_entries_for_config_entry(dr.async_get(hass), entry.entry_id)}
     assert "Voice Stack gateway" not in names
@@ -160,13 +163,7 @@ async def test_speed_sensors_after_a_conversation_turn(
     hass: HomeAssistant, live_stack: LiveStack
 ) -> None:
     """A real reply pushes the agent's speed sensors; the next poll shows server throughput."""
-    entry = stack_entry(
-        live_stack.proxy.url,
-        PROXY_KEY,
-        live_stack.gateway_url,
-        [agent(0, title=DEFAULT_CONVERSATION_NAME)],
-    )
-    await setup_entry(hass, entry)
+    entry = await _setup_live(hass, live_stack)
     assert _state(hass, f"{AGENT}_generation_speed") == STATE_UNKNOWN
 
     agent_id = next(
@@ -206,8 +203,7 @@ async def test_health_flips_when_services_stop_and_recovers(
     hass: HomeAssistant, live_stack: LiveStack, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Stop each service: its entity flips, dependants go unavailable, one log line each way."""
-    entry = stack_entry(live_stack.proxy.url, PROXY_KEY, live_stack.gateway_url, [])
-    await setup_entry(hass, entry)
+    entry = await _setup_live(hass, live_stack, with_agent=False)
     caplog.set_level(logging.INFO)
 
     await hass.async_add_executor_job(live_stack.llama.stop)
@@ -286,13 +282,7 @@ async def test_dashboard_references_only_created_entities(
     """Each entity of dashboards/voice_stack.yaml exists, is enabled and has a state."""
     referenced = _dashboard_entities(yaml.safe_load(DASHBOARD.read_text()))
     assert len(referenced) >= 15
-    entry = stack_entry(
-        live_stack.proxy.url,
-        PROXY_KEY,
-        live_stack.gateway_url,
-        [agent(0, title=DEFAULT_CONVERSATION_NAME)],
-    )
-    await setup_entry(hass, entry)
+    entry = await _setup_live(hass, live_stack)
     registry = er.async_get(hass)
     created = {e.entity_id for e in er.async_entries_for_config_entry(registry, entry.entry_id)}
     assert referenced <= created, sorted(referenced - created)
@@ -317,13 +307,7 @@ async def test_entities_and_devices_snapshot(
     hass: HomeAssistant, live_stack: LiveStack, snapshot: SnapshotAssertion
 ) -> None:
     """Registry entries, states and devices of every sensor and binary sensor (all enabled)."""
-    entry = stack_entry(
-        live_stack.proxy.url,
-        PROXY_KEY,
-        live_stack.gateway_url,
-        [agent(0, title=DEFAULT_CONVERSATION_NAME)],
-    )
-    await setup_entry(hass, entry)
+    entry = await _setup_live(hass, live_stack)
     registry = er.async_get(hass)
     disabled = set()
     for entity in er.async_entries_for_config_entry(registry, entry.entry_id):
@@ -377,8 +361,7 @@ async def test_health_diagnostics(
     hass: HomeAssistant, live_stack: LiveStack, hass_client: Any, snapshot: SnapshotAssertion
 ) -> None:
     """Diagnostics carry what every poller last saw, and never the key."""
-    entry = stack_entry(live_stack.proxy.url, PROXY_KEY, live_stack.gateway_url, [])
-    await setup_entry(hass, entry)
+    entry = await _setup_live(hass, live_stack, with_agent=False)
     diag = await get_diagnostics_for_config_entry(hass, hass_client, entry)
     assert PROXY_KEY not in str(diag)
     health = diag["health"]

@@ -16,7 +16,7 @@ from custom_components.voice_stack.timings import Timings, signal_timings
 from voice_stack_dev.llama import LlamaServer
 
 from .agent_helpers import agent
-from .stack_fixtures import setup_entry, stack_entry
+from .stack_fixtures import setup_stack_entry
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
 
@@ -50,13 +50,13 @@ async def test_restored_then_pushed_values(hass: HomeAssistant, llama_text: Llam
             )
         ],
     )
-    entry = stack_entry(
+    entry = await setup_stack_entry(
+        hass,
         llama_text.url,
         llama_text.api_key or "",
         None,
         [agent(0, title=DEFAULT_CONVERSATION_NAME)],
     )
-    await setup_entry(hass, entry)
     # phcc 0.13.375's restore-cache mock predates HA 2026.11's registry-indexed restore states,
     # so the restored figure is only checked where the mock works (HA 2026.10).
     if not hasattr(hass.data[rs.DATA_RESTORE_STATE], "last_states_by_entity_id"):

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..gateway import start_gateway
 from ..llama import start_llama
-from ..paths import venv_bin
 from ..procs import Service, ServiceError
 from .errors import DemoError
 from .state import DemoState
@@ -22,6 +22,11 @@ RESERVED_SLOTS = (0,)
 STT_MODEL = "tiny.en"
 TTS_MODEL = "piper-joe"
 TTS_VOICE = "joe"
+GATEWAY_MODEL_ARGS = (
+    "--stt-models", STT_MODEL,
+    "--tts-models", TTS_MODEL,
+    "--tts-voices", TTS_VOICE,
+)  # fmt: skip
 
 
 @dataclass
@@ -108,32 +113,21 @@ def _start_speech_chain(stack: Stack, state: DemoState) -> None:
         logs / "speech_server.log",
         lambda: start_speech_server(log_dir=logs, port=ports["speech"], cpu_threads=2),
     )
-    speech_v1 = stack.url("speech") + "/v1"
-    gateway = Service(
-        name="Voice Stack gateway",
-        argv=[
-            str(venv_bin("gw", "voice-stack-gateway")),
-            "--uri",
-            f"tcp://127.0.0.1:{ports['gateway']}",
-            "--http-uri",
-            f"tcp://127.0.0.1:{ports['gateway_http']}",
-            "--stt-openai-url",
-            speech_v1,
-            "--stt-models",
-            STT_MODEL,
-            "--tts-openai-url",
-            speech_v1,
-            "--tts-models",
-            TTS_MODEL,
-            "--tts-voices",
-            TTS_VOICE,
-        ],
-        port=ports["gateway_http"],
-        log_path=logs / "gateway.log",
-        health_path="/health",
-        startup_timeout=30.0,
+    log = logs / "gateway.log"
+    stack._run(
+        "gateway",
+        "Voice Stack gateway",
+        log,
+        lambda: start_gateway(
+            stack.url("speech"),
+            log,
+            port=ports["gateway"],
+            http_port=ports["gateway_http"],
+            extra_args=GATEWAY_MODEL_ARGS,
+            name="Voice Stack gateway",
+            startup_timeout=30.0,
+        ),
     )
-    stack._run("gateway", "Voice Stack gateway", gateway.log_path, gateway.start)
 
 
 def start_home_assistant(stack: Stack, state: DemoState, config_dir: Path) -> None:

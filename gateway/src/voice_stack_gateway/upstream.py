@@ -237,14 +237,16 @@ class BodyDecoder:
         return self._wav.format, pcm
 
 
-async def _json_transcript(resp: aiohttp.ClientResponse, kind: str) -> str:
-    raw = await resp.read()
+def _backend_json(raw: bytes, problem: str) -> Any:
+    """What a backend sent, parsed; if it is not JSON, a bad response that `problem` describes."""
     try:
-        data = json.loads(raw)
+        return json.loads(raw)
     except ValueError:
-        raise GatewayError(
-            BACKEND_BAD_RESPONSE, f"{kind} backend sent an unreadable transcript"
-        ) from None
+        raise GatewayError(BACKEND_BAD_RESPONSE, problem) from None
+
+
+async def _json_transcript(resp: aiohttp.ClientResponse, kind: str) -> str:
+    data = _backend_json(await resp.read(), f"{kind} backend sent an unreadable transcript")
     text = data.get("text") if isinstance(data, dict) else None
     if not isinstance(text, str):
         raise GatewayError(BACKEND_BAD_RESPONSE, f"{kind} backend sent a transcript without text")
@@ -264,12 +266,7 @@ async def _sse_transcript(
         payload = line[5:].strip()
         if payload == b"[DONE]":
             break
-        try:
-            event = json.loads(payload)
-        except ValueError:
-            raise GatewayError(
-                BACKEND_BAD_RESPONSE, f"{kind} backend sent a malformed stream event"
-            ) from None
+        event = _backend_json(payload, f"{kind} backend sent a malformed stream event")
         kind_ = event.get("type") if isinstance(event, dict) else None
         if kind_ == "transcript.text.delta" and isinstance(event.get("delta"), str):
             deltas.append(event["delta"])

@@ -1,0 +1,45 @@
+"""The Voice Stack Wyoming gateway (gw venv) on loopback, its ASR and TTS on one speech server."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .paths import venv_bin
+from .procs import Service, free_port
+
+
+def start_gateway(
+    speech_url: str,
+    log_path: Path,
+    *,
+    port: int | None = None,
+    http_port: int | None = None,
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    name: str = "voice-stack-gateway",
+    startup_timeout: float = 60.0,
+) -> Service:
+    """Start voice-stack-gateway against `speech_url`/v1 and wait until its /health answers.
+
+    `port` is the Wyoming port, `http_port` the side port of /health (the Service's own port);
+    free ones are picked when not given.
+    """
+    port, http_port = port or free_port(), http_port or free_port()
+    speech_v1 = f"{speech_url}/v1"
+    argv = [
+        str(venv_bin("gw", "voice-stack-gateway")),
+        "--uri", f"tcp://127.0.0.1:{port}",
+        "--http-uri", f"tcp://127.0.0.1:{http_port}",
+        "--stt-openai-url", speech_v1,
+        "--tts-openai-url", speech_v1,
+        *extra_args,
+    ]  # fmt: skip
+    return Service(
+        name=name,
+        argv=argv,
+        port=http_port,
+        log_path=log_path,
+        env=dict(env or {}),
+        startup_timeout=startup_timeout,
+    ).start()
