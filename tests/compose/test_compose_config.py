@@ -16,7 +16,7 @@ import pytest
 
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import NGINX, TEMPLATE, envsubst, render_prefix
-from voice_stack_dev.paths import LLAMA_SERVER, MODELS, REPO
+from voice_stack_dev.paths import LLAMA_SERVER, MODELS, REPO, venv_bin
 from voice_stack_dev.procs import free_port
 from voice_stack_dev.rawhttp import call
 
@@ -238,6 +238,59 @@ def test_service_model(env_file: Path) -> None:
     assert gateway_env["TTS_OPENAI_URL"] == "http://tts:8880/v1"
     assert services["llm"]["environment"]["LLAMA_API_KEY"] == "server-key_0123456789"
     assert "server-key_0123456789" not in " ".join(services["llm"]["command"])
+
+
+GATEWAY_PYTHON = venv_bin("gw", "python")
+# The gateway's own parser, run in its venv on the environment compose gives the container.
+PARSE_GATEWAY_ENV = """
+import dataclasses, json, sys
+from voice_stack_gateway.config import FLAGS, parse_settings
+environ = json.load(sys.stdin)
+known = {name for flag in FLAGS for name in flag.env}
+settings = dataclasses.asdict(parse_settings([], environ))
+print(json.dumps({"unknown": sorted(set(environ) - known), "settings": settings}))
+"""
+
+
+def gateway_settings(env_file: Path, extra_env: Mapping[str, str] | None = None) -> Any:
+    environment = model(env_file, {"COMPOSE_PROFILES": "gateway", **(extra_env or {})})["services"][
+        "gateway"
+    ]["environment"]
+    result = subprocess.run(
+        [str(GATEWAY_PYTHON), "-c", PARSE_GATEWAY_ENV], input=json.dumps(environment),
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_gateway_reads_every_variable_compose_passes(env_file: Path) -> None:
+    """Names the gateway does not know would be dropped silently: every one must be its own."""
+    parsed = gateway_settings(env_file)
+    assert parsed["unknown"] == []
+    settings = parsed["settings"]
+    assert settings["stt_prompt"] == ""
+    assert settings["tts_speed"] is None  # the TTS server's own default
+    assert settings["tts_concurrency"] == 4
+    assert (settings["connect_timeout"], settings["first_byte_timeout"]) == (3, 10)
+    assert settings["total_timeout"] == 60
+
+
+def test_gateway_settings_reach_the_gateway(env_file: Path) -> None:
+    overrides = {
+        "ASR_PROMPT": "Kitchen,Wohnzimmer",
+        "TTS_SPEED": "1.25",
+        "TTS_CONCURRENT_REQUESTS": "2",
+        "GATEWAY_CONNECT_TIMEOUT": "1.5",
+        "GATEWAY_FIRST_BYTE_TIMEOUT": "20",
+        "GATEWAY_TOTAL_TIMEOUT": "120",
+    }
+    settings = gateway_settings(env_file, overrides)["settings"]
+    assert settings["stt_prompt"] == "Kitchen,Wohnzimmer"
+    assert settings["tts_speed"] == 1.25
+    assert settings["tts_concurrency"] == 2
+    assert (settings["connect_timeout"], settings["first_byte_timeout"]) == (1.5, 20)
+    assert settings["total_timeout"] == 120
 
 
 def test_llm_command_sizes_context_per_slot(env_file: Path) -> None:

@@ -12,10 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys
 
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import NginxProxy, start_proxy
+from voice_stack_dev.paths import model_path
 from voice_stack_dev.rawhttp import bearer, call, open_request
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
@@ -295,6 +298,119 @@ def test_escapes_and_utf8_survive_the_splice(
     assert reply_json["prompt"].replace("\u2581", " ").strip() == 'café "q" ☕ Grüße'
     assert reply_json["id_slot"] != 0
     assert last_slot(llama_text) == reply_json["id_slot"]
+
+
+# njs's JSON.parse gives up past about 32 levels of nesting; llama-server's parser has no limit.
+DEEP = "[" * 40 + "]" * 40
+
+
+def routed_slot(proxy: NginxProxy, llama: LlamaServer, path: str, body: str) -> int:
+    """Send a raw body; return the slot it ran on, after checking the proxy logged that slot."""
+    lines_before = len(access_lines(proxy))
+    reply = call(proxy.url, "POST", path, bearer(PROXY_KEY), raw_body=body.encode())
+    assert reply.status == 200, reply.body
+    slot = last_slot(llama)
+    line = access_lines(proxy, lines_before + 1)[lines_before]
+    assert line.endswith(f" slot={slot}"), line
+    return slot
+
+
+@pytest.mark.parametrize("path", [CHAT, "/completion"])
+def test_deeply_nested_body_avoids_reserved_slots(
+    llm_proxy: NginxProxy, llama_text: LlamaServer, path: str
+) -> None:
+    for n in range(8):
+        body = json.dumps({**chat(f"deep {n}"), "prompt": f"deep prompt {n}", "n_predict": 2})
+        assert routed_slot(llm_proxy, llama_text, path, body[:-1] + f', "x": {DEEP}}}') != 0
+
+
+@pytest.mark.parametrize(
+    "any_slot",
+    [', "id_slot": -1', ', "id\\u005fslot": null', ', "id_slot": [[[[[[[[[[1]]]]]]]]]]'],
+    ids=["-1", "escaped key", "deep value"],
+)
+def test_deep_body_cannot_ask_for_any_slot_after_the_routed_one(
+    llm_proxy: NginxProxy, llama_text: LlamaServer, any_slot: str
+) -> None:
+    # llama-server keeps the last of duplicate keys: the proxy's id_slot must be that last one.
+    for n in range(6):
+        body = json.dumps(chat(f"deep auto {n}"))[:-1] + f', "x": {DEEP}{any_slot}}}'
+        assert routed_slot(llm_proxy, llama_text, CHAT, body) != 0
+
+
+@pytest.mark.parametrize("slot", [0, 3])
+def test_deep_body_keeps_an_explicit_slot(
+    llm_proxy: NginxProxy, llama_text: LlamaServer, slot: int
+) -> None:
+    for n in range(3):
+        body = json.dumps(chat(f"deep pinned {n}", id_slot=-1))  # a later explicit slot wins
+        body = body[:-1] + f', "x": {DEEP}, "id_slot": {slot}}}'
+        assert routed_slot(llm_proxy, llama_text, CHAT, body) == slot
+
+
+def test_byte_order_mark_body_is_routed(llm_proxy: NginxProxy, llama_text: LlamaServer) -> None:
+    # llama-server skips a leading UTF-8 BOM; njs's JSON.parse refuses it.
+    for n in range(6):
+        body = "\ufeff" + json.dumps(chat(f"with a BOM {n}", id_slot=-1)) + " \n"
+        assert routed_slot(llm_proxy, llama_text, CHAT, body) != 0
+    empty = "\ufeff{ " + "}"  # no field to put a comma after
+    reply = call(llm_proxy.url, "POST", "/completion", bearer(PROXY_KEY), raw_body=empty.encode())
+    assert reply.status == 400, reply.body  # llama-server's own: no prompt, not a JSON error
+    assert "prompt" in reply.json()["error"]["message"]
+
+
+def test_deep_body_that_is_not_an_object_runs_nothing(
+    llm_proxy: NginxProxy, llama_text: LlamaServer
+) -> None:
+    decodes_before = metric(llama_text, "n_decode_total")
+    for body in (f"[{DEEP}]", f'[{{"prompt": "x", "n_predict": 2}}, {DEEP}]'):
+        reply = call(
+            llm_proxy.url, "POST", "/completion", bearer(PROXY_KEY), raw_body=body.encode()
+        )
+        assert reply.status == 400, reply.body
+        assert reply.json()["error"]["type"] == "invalid_request_error"
+    assert metric(llama_text, "n_decode_total") == decodes_before
+
+
+def fim_model(path: Path) -> Path:
+    """tiny-text with fill-in-the-middle tokens named, so llama-server serves /infill with it."""
+    reader = GGUFReader(model_path("tiny-text"))
+    writer = GGUFWriter(str(path), "llama")
+    for item in reader.fields.values():
+        if item.name == Keys.General.ARCHITECTURE or item.name.startswith("GGUF."):
+            continue
+        kind = item.types[0]
+        sub_type = item.types[-1] if kind == GGUFValueType.ARRAY else None
+        writer.add_key_value(item.name, item.contents(), kind, sub_type=sub_type)
+    tokens = reader.fields["tokenizer.ggml.tokens"].contents()
+    for part, token in (
+        ("pre", "<tool_call>"),
+        ("suf", "</tool_call>"),
+        ("mid", "<tool_response>"),
+    ):
+        writer.add_uint32(f"tokenizer.ggml.fim_{part}_token_id", tokens.index(token))
+    for tensor in reader.tensors:
+        writer.add_tensor(tensor.name, np.array(tensor.data), raw_dtype=tensor.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_infill_avoids_reserved_slots(
+    llama_factory: Callable[..., LlamaServer], service_logs: Path, tmp_path: Path
+) -> None:
+    llama = llama_factory(str(fim_model(tmp_path / "tiny-fim.gguf")), ctx_per_slot=512)
+    proxy = start_proxy(llama.url, PROXY_KEY, str(llama.api_key), log_dir=service_logs)
+    try:
+        for n in range(6):
+            infill = {"input_prefix": f"def f{n}(", "input_suffix": ")", "n_predict": 2}
+            assert routed_slot(proxy, llama, "/infill", json.dumps(infill)) != 0
+        pinned = {"input_prefix": "x = ", "input_suffix": "", "n_predict": 2, "id_slot": 0}
+        assert routed_slot(proxy, llama, "/infill", json.dumps(pinned)) == 0
+    finally:
+        proxy.stop()
 
 
 def test_malformed_json_gets_llama_servers_own_error(llm_proxy: NginxProxy) -> None:

@@ -9,6 +9,9 @@ var SYSTEM_CHARS = 2048;
 var FIRST_TURN_CHARS = 1024;
 // Raw /completion prompts grow at the end as a conversation goes on: hash only their start.
 var PROMPT_CHARS = 512;
+// Depth kept when reading a body too deeply nested for njs's JSON.parse (which stops near 32).
+var SHALLOW_DEPTH = 8;
+var WHITESPACE = ' \t\r\n';  // JSON's
 
 function digest(value) {
     return crypto.createHash('sha256').update(value).digest('hex');
@@ -135,6 +138,98 @@ function pickSlot(free, prefix) {
     return free[h % free.length];
 }
 
+// A leading UTF-8 byte-order mark, which llama-server skips: one character in a text string,
+// three in a byte string (njs 0.7.9's requestText).
+function bomLength(body) {
+    if (body.charCodeAt(0) === 0xFEFF) {
+        return 1;
+    }
+    return body.charCodeAt(0) === 0xEF && body.charCodeAt(1) === 0xBB &&
+        body.charCodeAt(2) === 0xBF ? 3 : 0;
+}
+
+// Copy of a JSON text with every value nested deeper than SHALLOW_DEPTH replaced by null (and
+// a leading byte-order mark dropped), so njs can parse its top level. Strings are skipped whole,
+// so brackets inside them do not count.
+function shallow(body) {
+    var parts = [];
+    var depth = 0;
+    var from = bomLength(body);
+    var structure = /["{}\[\]]/g;
+    var stringEnd = /["\\]/g;
+    var m;
+    while ((m = structure.exec(body)) !== null) {
+        var c = m[0];
+        if (c === '"') {
+            stringEnd.lastIndex = m.index + 1;
+            var e;
+            while ((e = stringEnd.exec(body)) !== null && e[0] === '\\') {
+                stringEnd.lastIndex = e.index + 2;
+            }
+            if (e === null) {
+                break;  // unterminated string: malformed, llama-server refuses it
+            }
+            structure.lastIndex = e.index + 1;
+        } else if (c === '{' || c === '[') {
+            depth++;
+            if (depth === SHALLOW_DEPTH + 1) {
+                parts.push(body.substring(from, m.index), 'null');
+            }
+        } else {
+            if (depth === SHALLOW_DEPTH + 1) {
+                from = m.index + 1;
+            }
+            depth--;
+        }
+    }
+    if (depth <= SHALLOW_DEPTH) {
+        parts.push(body.substring(from));
+    }
+    return parts.join('');
+}
+
+// A body njs's JSON.parse refuses but llama-server's parser may accept: nesting deeper than
+// njs allows (about 32 levels) or a leading byte-order mark. Its top-level fields are read
+// from a shallow copy, and "id_slot" is appended as the last key: llama-server keeps the last
+// of duplicate keys (checked on b11669), so a client's earlier "any slot" value cannot undo it.
+function routedUnparsed(r, body) {
+    var open = bomLength(body);
+    while (WHITESPACE.indexOf(body.charAt(open)) >= 0 && open < body.length) {
+        open++;
+    }
+    var close = body.lastIndexOf('}');
+    if (body.charAt(open) !== '{' || close < open ||
+            !/^[ \t\r\n]*$/.test(body.substring(close + 1))) {
+        return body;  // not a JSON object: llama-server refuses it without taking a slot
+    }
+    var req;
+    try {
+        req = JSON.parse(shallow(body));
+    } catch (e) {
+        req = null;  // malformed: llama-server refuses it; route it anyway, to be safe
+    }
+    if (req === null || typeof req !== 'object' || Array.isArray(req)) {
+        req = {};
+    }
+    var named = req.id_slot;
+    if (typeof named === 'number' && named !== -1) {
+        r.variables.vs_slot = String(named);
+        return body;
+    }
+    var free = freeSlots(r);
+    if (free.length === 0) {
+        return body;
+    }
+    var slot = pickSlot(free, stablePrefix(req));
+    r.variables.vs_slot = String(slot);
+    var last = close - 1;
+    while (last > open && WHITESPACE.indexOf(body.charAt(last)) >= 0) {
+        last--;
+    }
+    var sep = last === open ? '' : ',';  // "{ }": the only key
+    return body.substring(0, close) + sep + '"id_slot":' + slot + body.substring(close);
+}
+
 // Body sent upstream: unchanged when the client named a slot (or the body is not a JSON
 // object); otherwise the same JSON with "id_slot" set to a non-reserved slot.
 function routedBody(r) {
@@ -146,7 +241,7 @@ function routedBody(r) {
     try {
         req = JSON.parse(body);
     } catch (e) {
-        return body;  // llama-server answers malformed JSON with its own 400
+        return routedUnparsed(r, body);
     }
     if (req === null || typeof req !== 'object' || Array.isArray(req)) {
         return body;
