@@ -12,10 +12,18 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from .const import CONNECT_TIMEOUT, PROBE_TIMEOUT
+
+
+def without_userinfo(url: str) -> str:
+    """The URL without user:pass@ (for ids, titles and messages)."""
+    parts = urlsplit(url)
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}{query}"
 
 
 class LlamaError(Exception):

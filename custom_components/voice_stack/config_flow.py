@@ -34,7 +34,13 @@ from homeassistant.helpers.selector import (
     TextSelectorType,
 )
 
-from .client import LlamaAuthError, LlamaClient, LlamaError, LlamaNotServerError
+from .client import (
+    LlamaAuthError,
+    LlamaClient,
+    LlamaError,
+    LlamaNotServerError,
+    without_userinfo,
+)
 from .const import (
     AGENT_DEFAULTS,
     CONF_API_KEY,
@@ -82,16 +88,29 @@ _INT_KEYS = (CONF_SLOT, CONF_MAX_TOKENS, CONF_MAX_HISTORY)
 
 
 def normalize_url(url: str) -> str:
-    """Canonical base URL: scheme and host lower case, no trailing slash."""
+    """Canonical base URL: scheme and host lower case (not user:pass@), no trailing slash."""
     parts = urlsplit(url.strip())
+    userinfo, at, host = parts.netloc.rpartition("@")
     path = parts.path.rstrip("/")
-    return f"{parts.scheme.lower()}://{parts.netloc.lower()}{path}"
+    return f"{parts.scheme.lower()}://{userinfo}{at}{host.lower()}{path}"
+
+
+def server_title(url: str) -> str:
+    """host[:port] of the URL, never its user:pass@."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{parts.port}" if parts.port else host
 
 
 async def validate_server(hass: HomeAssistant, url: str, api_key: str) -> dict[str, str]:
     """Check /health (public) then /props (needs the key); return form errors."""
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    try:
+        _ = parts.port  # ValueError on a port that is not a number
+    except ValueError:
+        return {CONF_URL: "invalid_url"}
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         return {CONF_URL: "invalid_url"}
     client = LlamaClient(async_get_clientsession(hass), url, api_key)
     try:
@@ -132,10 +151,10 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
             gateway_url = normalize_gateway_url(user_input.get(CONF_GATEWAY_URL))
             errors = await validate_server(self.hass, url, api_key)
             if not (errors := errors or await validate_gateway(self.hass, gateway_url)):
-                await self.async_set_unique_id(url)
+                await self.async_set_unique_id(without_userinfo(url))
                 self._abort_if_unique_id_configured()
                 return self.async_create_entry(
-                    title=urlsplit(url).netloc,
+                    title=server_title(url),
                     data={CONF_URL: url, CONF_API_KEY: api_key},
                     options=gateway_options(gateway_url),
                     subentries=[
@@ -168,9 +187,7 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
         if user_input is not None:
             api_key = (user_input.get(CONF_API_KEY) or "").strip()
             if not (errors := await validate_server(self.hass, entry.data[CONF_URL], api_key)):
-                return self.async_update_reload_and_abort(
-                    entry, data_updates={CONF_API_KEY: api_key}
-                )
+                return self._async_update_and_abort(entry, data_updates={CONF_API_KEY: api_key})
         return self.async_show_form(
             step_id="reauth_confirm",
             data_schema=STEP_REAUTH_SCHEMA,
@@ -187,16 +204,17 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
         if user_input is not None:
             url = normalize_url(user_input[CONF_URL])
             api_key = (user_input.get(CONF_API_KEY) or "").strip()
+            unique_id = without_userinfo(url)
             if any(
-                e.unique_id == url and e.entry_id != entry.entry_id
+                e.unique_id == unique_id and e.entry_id != entry.entry_id
                 for e in self._async_current_entries(include_ignore=False)
             ):
                 return self.async_abort(reason="already_configured")
             if not (errors := await validate_server(self.hass, url, api_key)):
-                return self.async_update_reload_and_abort(
+                return self._async_update_and_abort(
                     entry,
-                    unique_id=url,
-                    title=urlsplit(url).netloc,
+                    unique_id=unique_id,
+                    title=server_title(url),
                     data_updates={CONF_URL: url, CONF_API_KEY: api_key},
                 )
         return self.async_show_form(
@@ -206,6 +224,17 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
             ),
             errors=errors,
         )
+
+    @callback
+    def _async_update_and_abort(self, entry: ConfigEntry, **changes: Any) -> ConfigFlowResult:
+        """Save the changes; HA's pattern for who reloads (a second reload is deprecated).
+
+        A loaded entry has its update listener, which reloads it; an entry whose setup
+        failed (a rejected key) has none, so the flow reloads it.
+        """
+        if entry.update_listeners:
+            return self.async_update_and_abort(entry, **changes)
+        return self.async_update_reload_and_abort(entry, **changes)
 
     @staticmethod
     @callback

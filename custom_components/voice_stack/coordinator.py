@@ -246,7 +246,11 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
         try:
             return replace(data, slots=parse_slots(reply.json()))
         except ValueError as err:
-            raise UpdateFailed(str(err)) from err
+            raise UpdateFailed(
+                translation_domain=DOMAIN,
+                translation_key="slots_malformed",
+                translation_placeholders={"url": f"{self.base_url}/slots"},
+            ) from err
 
     def _with_metrics(self, data: LlamaData, reply: Reply) -> LlamaData:
         if reply.status == 501:

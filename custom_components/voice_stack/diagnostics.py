@@ -7,11 +7,12 @@ from typing import Any
 from homeassistant.components.diagnostics import async_redact_data
 from homeassistant.core import HomeAssistant
 
-from .const import CONF_API_KEY, CONF_PROMPT
+from .const import CONF_API_KEY, CONF_GATEWAY_URL, CONF_PROMPT, CONF_URL
 from .coordinator import health_diagnostics
 from .models import VoiceStackConfigEntry
 
-TO_REDACT = {CONF_API_KEY, CONF_PROMPT}
+# URLs can carry user:pass@ or a host name the user does not want to share.
+TO_REDACT = {CONF_API_KEY, CONF_PROMPT, CONF_URL, CONF_GATEWAY_URL}
 _PROPS_KEYS = (
     "total_slots",
     "model_path",
@@ -58,5 +59,5 @@ async def async_get_config_entry_diagnostics(
             "slot_save_supported": warmer.save_supported if warmer else None,
         },
         "timings": {key: t.as_dict() for key, t in data.timings.items()},
-        "health": health_diagnostics(data.coordinators),
+        "health": async_redact_data(health_diagnostics(data.coordinators), TO_REDACT),
     }

@@ -16,7 +16,6 @@ from homeassistant.helpers.dispatcher import async_dispatcher_send
 from homeassistant.helpers.entity import Entity
 from homeassistant.util import dt as dt_util
 
-from . import repairs
 from .client import (
     LlamaAuthError,
     LlamaConnectionError,
@@ -213,13 +212,16 @@ class VoiceStackLLMEntity(Entity):
                         ):
                             pass
                 except LlamaContextError as err:
-                    repairs.report_context_too_small(
-                        self.hass, self.entry, self.subentry, err.n_prompt_tokens, err.n_ctx
-                    )
+                    if (warmer := self.entry.runtime_data.warmer) is not None:
+                        warmer.async_context_error(
+                            self.subentry, self.slot, err.n_prompt_tokens, err.n_ctx
+                        )
                     raise
             self._publish(chat_log, result)
             if not chat_log.unresponded_tool_results:
                 break
+        if (warmer := self.entry.runtime_data.warmer) is not None:
+            warmer.async_request_ok(self.subentry.subentry_id)
 
     def _publish(self, chat_log: conversation.ChatLog, result: StreamResult) -> None:
         """Keep, dispatch and trace the timings of one reply."""

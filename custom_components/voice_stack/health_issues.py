@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 
 from homeassistant.helpers import issue_registry as ir
 
+from .client import without_userinfo
 from .const import CONF_URL, DOMAIN
 
 if TYPE_CHECKING:
@@ -21,11 +22,13 @@ if TYPE_CHECKING:
 ISSUE_METRICS_DISABLED: Final = "metrics_disabled"
 ISSUE_SLOTS_DISABLED: Final = "slots_endpoint_disabled"
 ISSUE_PROXY_OPEN: Final = "proxy_accepts_without_key"
+ISSUE_SERVER_OPEN: Final = "server_has_no_api_key"
 ISSUE_PROXY_SLOT_COUNT: Final = "proxy_slot_count_mismatch"
 ALL_ISSUES: Final = (
     ISSUE_METRICS_DISABLED,
     ISSUE_SLOTS_DISABLED,
     ISSUE_PROXY_OPEN,
+    ISSUE_SERVER_OPEN,
     ISSUE_PROXY_SLOT_COUNT,
 )
 
@@ -68,14 +71,21 @@ def sync_proxy_issues(
     hass: HomeAssistant, entry: ConfigEntry, data: ProxyData, server_slots: int | None
 ) -> None:
     """A proxy that lets requests without the key through, or disagrees on the slot count."""
-    _set(
-        hass,
-        entry,
-        ISSUE_PROXY_OPEN,
-        data.lets_requests_through,
-        severity=ir.IssueSeverity.ERROR,
-        placeholders={"url": entry.data[CONF_URL]},
-    )
+    # No /proxy/status: the URL is llama-server itself (or a foreign proxy), so the open
+    # door is a server started without --api-key rather than a misconfigured proxy.
+    direct = data.status is None
+    for key, active in (
+        (ISSUE_PROXY_OPEN, data.lets_requests_through and not direct),
+        (ISSUE_SERVER_OPEN, data.lets_requests_through and direct),
+    ):
+        _set(
+            hass,
+            entry,
+            key,
+            active,
+            severity=ir.IssueSeverity.ERROR,
+            placeholders={"url": without_userinfo(entry.data[CONF_URL])},
+        )
     proxy_slots = data.status.total_slots if data.status else None
     mismatch = proxy_slots is not None and server_slots is not None and proxy_slots != server_slots
     _set(

@@ -135,13 +135,32 @@ def build_messages(
         user_idx = [i for i, c in enumerate(content) if isinstance(c, conversation.UserContent)]
         if user_idx:
             injected = volatile_context.for_turn(chat_log.conversation_id, user_idx[-1], volatile)
+    kept = trim_turns(content, max_turns)
+    if injected and len(kept) > 1:
+        injected = _carry_over(injected, kept[1])
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-    for i in trim_turns(content, max_turns):
+    for i in kept:
         if i == 0:
             continue
         if (msg := _convert(content[i], injected.get(i))) is not None:
             messages.append(msg)
     return messages
+
+
+def _carry_over(injected: dict[int, str], first: int) -> dict[int, str]:
+    """Give the first kept message the volatile text in effect when it was sent.
+
+    Trimming may drop the message that carried the current area, time or extra prompt,
+    leaving the model without it. Repeating that text in the first kept message keeps the
+    system prompt and tools untouched and is byte-stable: it depends only on where the
+    history starts, which moves every few turns (trim_turns drops chunks), and a move
+    re-processes everything after the tools anyway. Its cost is those few tokens once per
+    move. Newer injections stay where they are, so the model reads them in order.
+    """
+    if first in injected:
+        return injected
+    earlier = [i for i in injected if i < first]
+    return {**injected, first: injected[max(earlier)]} if earlier else injected
 
 
 def _convert(item: conversation.Content, prefix: str | None) -> dict[str, Any] | None:

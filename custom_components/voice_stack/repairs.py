@@ -25,6 +25,16 @@ from .const import (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class ContextError:
+    """A request of an agent that the server refused as larger than the slot's context."""
+
+    slot: int
+    n_prompt: int | None
+    n_ctx: int | None
+    from_warm: bool  # the warm-up itself (system prompt and tools) did not fit
+
+
 @dataclass
 class ServerState:
     """What one check learned about the server."""
@@ -34,6 +44,15 @@ class ServerState:
     proxy_status: dict[str, Any] | None
     unified_kv: bool | None = None
     prefix_tokens: dict[str, int] = field(default_factory=dict)  # subentry -> tokens
+    # subentry -> the last refused request; kept until one succeeds or the slot grows.
+    context_errors: dict[str, ContextError] = field(default_factory=dict)
+
+    def prune_context_errors(self) -> None:
+        """Forget refusals from before the slot's context grew (llama-server restarted)."""
+        for sub_id, error in list(self.context_errors.items()):
+            n_ctx = self.slot_ctx(error.slot)
+            if n_ctx and error.n_ctx and n_ctx > error.n_ctx:
+                del self.context_errors[sub_id]
 
     @property
     def total_slots(self) -> int:
@@ -124,7 +143,12 @@ def _agent_issues(
     tokens = state.prefix_tokens.get(agent.subentry_id)
     n_ctx = state.slot_ctx(slot)
     needed = (tokens or 0) + int(agent.data.get(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS))
-    if tokens and n_ctx and needed > n_ctx:
+    if (error := state.context_errors.get(agent.subentry_id)) is not None:
+        found[key + ISSUE_CONTEXT_TOO_SMALL] = (
+            ISSUE_CONTEXT_TOO_SMALL,
+            _context_placeholders(agent, error),
+        )
+    elif tokens and n_ctx and needed > n_ctx:
         found[key + ISSUE_CONTEXT_TOO_SMALL] = (
             ISSUE_CONTEXT_TOO_SMALL,
             {**names, "needed": str(needed), "n_ctx": str(n_ctx)},
@@ -153,15 +177,20 @@ def async_apply_issues(
         )
 
 
+def _context_placeholders(agent: ConfigSubentry, error: ContextError) -> dict[str, str]:
+    return {
+        "agent": agent.title,
+        "slot": str(error.slot),
+        "needed": str(error.n_prompt or "?"),
+        "n_ctx": str(error.n_ctx or "?"),
+    }
+
+
 @callback
 def report_context_too_small(
-    hass: HomeAssistant,
-    entry: ConfigEntry,
-    agent: ConfigSubentry,
-    n_prompt: int | None,
-    n_ctx: int | None,
+    hass: HomeAssistant, entry: ConfigEntry, agent: ConfigSubentry, error: ContextError
 ) -> None:
-    """Raise the context issue from a rejected request."""
+    """Raise the context issue from a refused request (find_issues keeps it afterwards)."""
     ir.async_create_issue(
         hass,
         DOMAIN,
@@ -169,12 +198,7 @@ def report_context_too_small(
         is_fixable=False,
         severity=ir.IssueSeverity.WARNING,
         translation_key=ISSUE_CONTEXT_TOO_SMALL,
-        translation_placeholders={
-            "agent": agent.title,
-            "slot": str(agent.data.get(CONF_SLOT, 0)),
-            "needed": str(n_prompt or "?"),
-            "n_ctx": str(n_ctx or "?"),
-        },
+        translation_placeholders=_context_placeholders(agent, error),
     )
 
 

@@ -19,6 +19,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import (
     CONF_LLM_HASS_API,
+    CONF_MAX_HISTORY,
     CONF_PROMPT_LAYOUT,
     LAYOUT_HA_DEFAULT,
 )
@@ -288,3 +289,38 @@ async def test_real_assist_api_from_a_satellite(
     timings = entry.runtime_data.timings[next(iter(entry.subentries))]
     assert timings.cache_reuse is not None
     assert timings.cache_reuse > 80  # warmed with the same stable prefix
+
+
+async def test_volatile_context_survives_trimming(
+    hass: HomeAssistant, llama_text: LlamaServer
+) -> None:
+    """Once trimming drops the turn that carried the area, the first kept turn carries it;
+    between trims the request still only grows at its end (the cached prefix stays valid)."""
+    area = (
+        "You are in area Kitchen and all generic commands like 'turn on the lights' should"
+        " target this area."
+    )
+    clock = GetTimeTool()
+    clock.name = "GetDateTime"  # so HA adds no "Current time is" line, which changes every second
+    llm.async_register_api(hass, TimeAPI(hass, clock, prompt=f"Use tools.\n{area}"))
+    entry = make_entry(
+        llama_text.url,
+        llama_text.api_key,
+        [agent(1, **{CONF_LLM_HASS_API: [TIME_API_ID], CONF_MAX_HISTORY: 4})],
+    )
+    await setup_entry(hass, entry)
+    agent_id = _entity_id(hass, entry)
+    sent = _spy(entry)
+    conversation_id = None
+    for turn in range(6):
+        result = await conversation.async_converse(
+            hass, f"turn {turn}", conversation_id, Context(), agent_id=agent_id
+        )
+        conversation_id = result.conversation_id
+    users = [[m["content"] for m in p["messages"] if m["role"] == "user"] for p in sent]
+    assert users[0] == [f"{area}\n\nturn 0"]
+    assert users[3][1:] == ["turn 1", "turn 2", "turn 3"]  # not repeated while unchanged
+    # Turns 5 and 6 keep the history from turn 2 on (max 4 turns, dropped 2 at a time).
+    assert users[4] == [f"{area}\n\nturn 2", "turn 3", "turn 4"]
+    assert users[5] == [f"{area}\n\nturn 2", "turn 3", "turn 4", "turn 5"]
+    assert sent[5]["messages"][: len(sent[4]["messages"])] == sent[4]["messages"]

@@ -12,8 +12,10 @@ from homeassistant.helpers import intent, llm
 from homeassistant.helpers import issue_registry as ir
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.voice_stack.client import LlamaClient
 from custom_components.voice_stack.const import (
     CONF_LLM_HASS_API,
+    CONF_MAX_TOKENS,
     CONF_PROMPT,
     CONF_SLOT,
     DOMAIN,
@@ -64,6 +66,9 @@ async def test_unified_kv_cache(hass: HomeAssistant, llama_factory: Any) -> None
     issue = ir.async_get(hass).async_get_issue(DOMAIN, f"{entry.entry_id}_unified_kv_cache")
     assert issue is not None
     assert issue.translation_placeholders == {"slots": "4"}
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert await _check(hass, entry) == {"unified_kv_cache"}  # the known verdict
 
 
 async def test_slot_layout_issues_and_fix(hass: HomeAssistant, llama_text: LlamaServer) -> None:
@@ -99,20 +104,110 @@ async def test_tool_calling_unsupported(hass: HomeAssistant, llama_factory: Any)
     assert issues == {f"{_sub(entry, 0)}_no_tool_calling"}
 
 
-async def test_context_too_small(hass: HomeAssistant, llama_factory: Any) -> None:
-    """A prompt larger than the slot: a repair issue and a clear spoken error, no hang."""
+def _agent_entity(hass: HomeAssistant) -> str:
+    return next(
+        s.entity_id for s in hass.states.async_all("conversation") if "agent_slot_0" in s.entity_id
+    )
+
+
+def _warn_count(caplog: pytest.LogCaptureFixture) -> int:
+    return sum(
+        1 for r in caplog.records if r.levelname == "WARNING" and "Could not warm" in r.message
+    )
+
+
+async def test_context_too_small(
+    hass: HomeAssistant, llama_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A prompt larger than the slot: the warm-up raises the repair (its warning logged once),
+    a turn gets a clear spoken error; a server with a larger context clears both."""
     server = llama_factory("tiny-text", ctx_per_slot=256)
     long_prompt = "You are a helpful assistant. " * 60
     entry = make_entry(server.url, server.api_key, [agent(0, **{CONF_PROMPT: long_prompt})])
-    await _setup_checked(hass, entry)
-    agent_id = next(
-        s.entity_id for s in hass.states.async_all("conversation") if "agent_slot_0" in s.entity_id
+    issue_id = f"{entry.entry_id}_{_sub(entry, 0)}_context_too_small"
+    assert f"{_sub(entry, 0)}_context_too_small" in await _setup_checked(hass, entry)
+    issue = ir.async_get(hass).async_get_issue(DOMAIN, issue_id)
+    assert issue is not None
+    assert issue.translation_placeholders is not None
+    assert issue.translation_placeholders["n_ctx"] == "256"
+    await _check(hass, entry)
+    assert _warn_count(caplog) == 1, "a slot that cannot be warmed is reported once"
+
+    result = await conversation.async_converse(
+        hass, "hi", None, Context(), agent_id=_agent_entity(hass)
     )
-    result = await conversation.async_converse(hass, "hi", None, Context(), agent_id=agent_id)
     assert result.response.response_type is intent.IntentResponseType.ERROR
     assert "too long" in result.response.speech["plain"]["speech"]
-    issue_id = f"{entry.entry_id}_{_sub(entry, 0)}_context_too_small"
     assert ir.async_get(hass).async_get_issue(DOMAIN, issue_id) is not None
+
+    # llama-server restarted with a larger context: the slot warms and the repair goes.
+    argv = list(server.argv)
+    argv[argv.index("-c") + 1] = str(8192 * 4)
+    server.argv = argv
+    await hass.async_add_executor_job(server.restart)
+    caplog.clear()
+    await _check(hass, entry)
+    assert ir.async_get(hass).async_get_issue(DOMAIN, issue_id) is None
+    assert "Warmed slot 0 for Agent slot 0 again" in caplog.text
+    assert _sub(entry, 0) in entry.runtime_data.warmer.warmed
+
+
+async def test_context_error_survives_warm_cycles(hass: HomeAssistant, llama_factory: Any) -> None:
+    """The prefix fits but a long request does not: the repair outlives the periodic check
+    and goes once a request of that agent succeeds."""
+    server = llama_factory("tiny-text", ctx_per_slot=512)
+    entry = make_entry(
+        server.url, server.api_key, [agent(0, **{CONF_PROMPT: "Be brief.", CONF_MAX_TOKENS: 16})]
+    )
+    assert await _setup_checked(hass, entry) == set()
+    issue_id = f"{entry.entry_id}_{_sub(entry, 0)}_context_too_small"
+    agent_id = _agent_entity(hass)
+    result = await conversation.async_converse(
+        hass, "hi " * 400, None, Context(), agent_id=agent_id
+    )
+    assert result.response.response_type is intent.IntentResponseType.ERROR
+    assert ir.async_get(hass).async_get_issue(DOMAIN, issue_id) is not None
+
+    assert f"{_sub(entry, 0)}_context_too_small" in await _check(hass, entry)
+    issue = ir.async_get(hass).async_get_issue(DOMAIN, issue_id)
+    assert issue is not None
+    assert issue.translation_placeholders is not None
+    assert int(issue.translation_placeholders["needed"]) > 512
+
+    result = await conversation.async_converse(hass, "hi", None, Context(), agent_id=agent_id)
+    assert result.response.speech["plain"]["speech"] == "Hello from the tiny test model."
+    assert ir.async_get(hass).async_get_issue(DOMAIN, issue_id) is None
+    assert await _check(hass, entry) == set()
+
+
+async def test_unified_kv_probe_once_per_server(
+    hass: HomeAssistant, llama_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe runs on the agents' own slots, and not again when the entry reloads."""
+    server = llama_factory("tiny-text")
+    probes: list[int] = []
+    original = LlamaClient.complete
+
+    async def spy(self: LlamaClient, payload: dict[str, Any], timeout_s: float) -> Any:
+        if str(payload["messages"][0]["content"]).startswith("Voice Stack unified KV"):
+            probes.append(payload["id_slot"])
+        return await original(self, payload, timeout_s)
+
+    monkeypatch.setattr(LlamaClient, "complete", spy)
+    entry = make_entry(server.url, server.api_key, [agent(0), agent(2)])
+    assert await _setup_checked(hass, entry) == set()
+    assert probes == [0, 2, 0]
+    assert "id_task" not in await hass.async_add_executor_job(slot_state, server, 1)
+
+    assert await hass.config_entries.async_reload(entry.entry_id)
+    await hass.async_block_till_done()
+    assert await _check(hass, entry) == set()
+    assert probes == [0, 2, 0], "same llama-server process: the verdict is known"
+    assert entry.runtime_data.warmer.state.unified_kv is False
+
+    await hass.async_add_executor_job(server.restart)
+    await _check(hass, entry)
+    assert probes == [0, 2, 0, 0, 2, 0], "a new process is probed again"
 
 
 async def test_through_proxy_reserved_slot(

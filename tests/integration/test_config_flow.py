@@ -11,6 +11,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
 
+from custom_components import voice_stack
 from custom_components.voice_stack.const import (
     CONF_API_KEY,
     CONF_LLM_HASS_API,
@@ -79,6 +80,7 @@ async def test_user_flow_creates_server_and_agent(
         ("closed", "k", {"base": "cannot_connect"}),
         ("fake", "k", {"base": "not_llama_server"}),
         ("ftp", "k", {CONF_URL: "invalid_url"}),
+        ("bad-port", "k", {CONF_URL: "invalid_url"}),
     ],
 )
 async def test_user_flow_errors(  # noqa: PLR0917 - fixtures plus parameters
@@ -96,6 +98,7 @@ async def test_user_flow_errors(  # noqa: PLR0917 - fixtures plus parameters
         "closed": f"http://127.0.0.1:{free_port()}",
         "fake": fake.url,
         "ftp": "ftp://example",
+        "bad-port": "http://127.0.0.1:port",
     }[target]
     result = await _user_flow(hass, url, key)
     assert result["type"] is FlowResultType.FORM
@@ -146,11 +149,69 @@ async def test_reauth(hass: HomeAssistant, llama_text: LlamaServer) -> None:
     assert entry.state is ConfigEntryState.LOADED
 
 
-async def test_reconfigure(
-    hass: HomeAssistant, llama_text: LlamaServer, llama_tool: LlamaServer, fake: FakeLlama
+async def test_user_flow_url_with_credentials(hass: HomeAssistant, llama_factory: Any) -> None:
+    """user:pass@ in the URL is kept for the requests, but not in the title or unique id."""
+    server = llama_factory("tiny-text", api_key=None, ctx_per_slot=512)
+    url = server.url.replace("http://", "http://Admin:S3cret@")
+    result = await _user_flow(hass, url.replace("http://", "HTTP://") + "/", "")
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    entry = result["result"]
+    assert entry.title == f"127.0.0.1:{server.port}"
+    assert entry.unique_id == server.url
+    assert entry.data[CONF_URL] == url  # the password keeps its case
+    assert "S3cret" not in entry.title + entry.unique_id
+
+
+def _count_setups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Entry ids of every async_setup_entry call from now on (to catch a double reload)."""
+    calls: list[str] = []
+    original = voice_stack.async_setup_entry
+
+    async def counting(hass: HomeAssistant, entry: Any) -> bool:
+        calls.append(entry.entry_id)
+        return await original(hass, entry)
+
+    monkeypatch.setattr(voice_stack, "async_setup_entry", counting)
+    return calls
+
+
+async def test_reauth_of_loaded_entry_reloads_once(
+    hass: HomeAssistant,
+    llama_factory: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Change URL: verified, refused if another entry has it, saved and reloaded."""
+    """A new key saved by reauth reloads a loaded entry once, through its update listener."""
+    server = llama_factory("tiny-text", api_key="key-one,key-two", ctx_per_slot=512)
+    entry = make_entry(server.url, "key-one", [agent(0)])
+    entry.add_to_hass(hass)
+    await hass.config_entries.async_setup(entry.entry_id)
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+    calls = _count_setups(monkeypatch)
+    result = await entry.start_reauth_flow(hass)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {CONF_API_KEY: "key-two"}
+    )
+    assert result["reason"] == "reauth_successful"
+    await hass.async_block_till_done()
+    assert entry.data[CONF_API_KEY] == "key-two"
+    assert entry.state is ConfigEntryState.LOADED
+    assert calls == [entry.entry_id]
+    assert "update listener" not in caplog.text
+
+
+async def test_reconfigure(  # noqa: PLR0917 - fixtures
+    hass: HomeAssistant,
+    llama_text: LlamaServer,
+    llama_tool: LlamaServer,
+    fake: FakeLlama,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Change URL: verified, refused if another entry has it, saved and reloaded once."""
     entry = await _loaded_entry(hass, llama_text)
+    calls = _count_setups(monkeypatch)
     other = make_entry(fake.url, "k", [])
     other.add_to_hass(hass)
 
@@ -168,6 +229,9 @@ async def test_reconfigure(
     assert entry.data[CONF_URL] == llama_tool.url
     assert entry.unique_id == llama_tool.url
     await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+    assert calls == [entry.entry_id], "the update listener alone reloads the entry"
+    assert "update listener" not in caplog.text
 
     result = await entry.start_reconfigure_flow(hass)
     dup = await hass.config_entries.flow.async_configure(

@@ -190,6 +190,14 @@ def test_config_and_options_flow_strings(strings: dict[str, Any]) -> None:
         ), reason
 
 
+def test_every_subentry_field_is_described(strings: dict[str, Any]) -> None:
+    """quality_scale config-flow: every field, the agent's name included, has a description."""
+    for kind, sub in strings["config_subentries"].items():
+        step = sub["step"]["set_options"]
+        assert "name" in step["data"], kind
+        assert set(step["data"]) == set(step["data_description"]), kind
+
+
 def test_entity_device_issue_and_exception_strings(strings: dict[str, Any]) -> None:
     sensor_keys = {
         d.translation_key

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -17,12 +18,14 @@ from homeassistant.const import STATE_OFF, STATE_ON, STATE_UNAVAILABLE
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import issue_registry as ir
+from homeassistant.helpers.update_coordinator import UpdateFailed
 
 from custom_components.voice_stack.const import DOMAIN
 from custom_components.voice_stack.health_issues import (
     ISSUE_METRICS_DISABLED,
     ISSUE_PROXY_OPEN,
     ISSUE_PROXY_SLOT_COUNT,
+    ISSUE_SERVER_OPEN,
     ISSUE_SLOTS_DISABLED,
     issue_id,
 )
@@ -231,6 +234,19 @@ async def test_direct_llama_server_without_proxy(
     assert hass.states.get(OPEN).state == STATE_OFF  # type: ignore[union-attr]
 
 
+async def test_llama_server_without_api_key(hass: HomeAssistant, llama_factory: Any) -> None:
+    """llama-server itself, started without --api-key: the repair names the server, not a proxy."""
+    server = llama_factory("tiny-text", api_key=None, ctx_per_slot=512)
+    entry = await setup_stack_entry(hass, server.url, "")
+    assert hass.states.get(OPEN).state == STATE_ON  # type: ignore[union-attr]
+    assert _issue(hass, ISSUE_PROXY_OPEN, entry.entry_id) is None
+    issue = _issue(hass, ISSUE_SERVER_OPEN, entry.entry_id)
+    assert issue is not None
+    assert issue.severity is ir.IssueSeverity.ERROR
+    assert issue.translation_key == ISSUE_SERVER_OPEN
+    assert issue.translation_placeholders == {"title": entry.title, "url": server.url}
+
+
 async def test_rejected_key_while_polling_starts_reauth(
     hass: HomeAssistant, fake_proxy: tuple[ForwardingFake, str]
 ) -> None:
@@ -326,3 +342,7 @@ async def test_malformed_replies(
     fake.body["/slots"] = '{"not": "a list"}'
     await coordinators.llm.async_refresh()
     assert not coordinators.llm.last_update_success
+    error = coordinators.llm.last_exception
+    assert isinstance(error, UpdateFailed)
+    assert error.translation_key == "slots_malformed"
+    assert error.translation_placeholders == {"url": f"{url}/slots"}
