@@ -112,6 +112,9 @@ async def validate_server(hass: HomeAssistant, url: str, api_key: str) -> dict[s
         return {CONF_URL: "invalid_url"}
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return {CONF_URL: "invalid_url"}
+    if (parts.username or parts.password) and api_key:
+        # aiohttp cannot send both basic auth (from the URL) and the bearer key
+        return {CONF_URL: "url_has_credentials"}
     client = LlamaClient(async_get_clientsession(hass), url, api_key)
     try:
         await client.health()

@@ -86,6 +86,31 @@ async def test_connection_refused_and_health(make_gateway: GatewayFactory, clien
     assert "unreachable" in backends["tts"]["last_error"]
 
 
+async def test_backend_url_credentials_never_shown(
+    make_gateway: GatewayFactory, client: Clients
+) -> None:
+    """user:password@ and query strings stay out of Wyoming info, error texts and /health."""
+    port = free_port()
+    url = f"http://user:pw-sekrit@127.0.0.1:{port}/v1?api_key=q-sekrit"
+    shown = f"http://127.0.0.1:{port}/v1"
+    gw = await make_gateway(url, tts_voices=("alloy",), stt_models=("whisper-1",))
+    async with client(gw) as c:
+        await c.send(Describe().event())
+        info = (await c.read_until("info"))[-1]
+        err = first_error(await tts_events(c))
+    assert info.data["asr"][0]["models"][0]["attribution"]["url"] == shown
+    assert info.data["tts"][0]["voices"][0]["attribution"]["url"] == shown
+    assert err.data["text"].startswith(f"TTS backend {shown} is unreachable: ")
+    await asyncio.wait_for(gw.catalog.refreshed.wait(), 10)
+    health = gw.health()
+    backends = health["backends"]
+    assert isinstance(backends, dict)
+    assert backends["asr"]["url"] == shown
+    for text in (str(info.data), str(err.data), str(health)):
+        assert "sekrit" not in text
+        assert "user" not in text
+
+
 async def test_stall_mid_stream_times_out(
     fake_backend: FakeBackend, make_gateway: GatewayFactory, client: Clients
 ) -> None:

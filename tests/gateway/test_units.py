@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import struct
 
 import aiohttp
@@ -11,8 +12,14 @@ import pytest
 from voice_stack_gateway import __main__ as cli
 from voice_stack_gateway.audio import Converter, PcmFormat, WavStream, check_format, wav_header
 from voice_stack_gateway.catalog import voice_languages
-from voice_stack_gateway.config import env_table, parse_settings, split_list
-from voice_stack_gateway.discovery import Advertiser, advertised_address
+from voice_stack_gateway.config import (
+    env_table,
+    parse_settings,
+    public_url,
+    redact_urls,
+    split_list,
+)
+from voice_stack_gateway.discovery import Advertiser, advertised_address, resolve_address
 from voice_stack_gateway.errors import GatewayError
 from voice_stack_gateway.gateway import Gateway, parse_tcp_uri
 from voice_stack_gateway.metrics import Metrics
@@ -143,6 +150,49 @@ def test_settings_from_env_and_flags() -> None:
         parse_tcp_uri("unix:///tmp/x")
 
 
+def test_wyoming_uri_alone_is_used() -> None:
+    """A drop-in wyoming-openai user sets only WYOMING_URI (the image sets no GATEWAY_URI)."""
+    assert parse_settings([], {"WYOMING_URI": "tcp://0.0.0.0:10555"}).uri == "tcp://0.0.0.0:10555"
+    both = {"WYOMING_URI": "tcp://0.0.0.0:10555", "GATEWAY_URI": "tcp://0.0.0.0:10666"}
+    assert parse_settings([], both).uri == "tcp://0.0.0.0:10666"
+    assert parse_settings([], {}).uri == "tcp://0.0.0.0:10300"
+
+
+def test_public_url_drops_credentials() -> None:
+    assert public_url("http://user:pw@gpu-box:8000/v1?key=abc#x") == "http://gpu-box:8000/v1"
+    assert public_url("https://tok@[fd00::1]/v1") == "https://[fd00::1]/v1"
+    assert public_url("http://asr:8000/v1") == "http://asr:8000/v1"
+    assert public_url("http://h:99999/") == "<invalid URL>"
+    text = "Cannot GET 'http://u:secret@h/v1/models?api_key=secret2' (see https://x.org/a?b=c)"
+    assert redact_urls(text) == "Cannot GET 'http://h/v1/models' (see https://x.org/a)"
+
+
+def test_advertise_host_forms() -> None:
+    host = parse_settings(["--advertise-host", "gpu-box.lan"], {}).advertise_host
+    assert host == "gpu-box.lan"
+    assert parse_settings(["--advertise-host", " 10.0.0.7 "], {}).advertise_host == "10.0.0.7"
+    assert parse_settings([], {"GATEWAY_ADVERTISE_HOST": "fd00::2"}).advertise_host == "fd00::2"
+    for bad in ("http://gpu-box", "gpu box", "-x.lan", "a..b"):
+        with pytest.raises(SystemExit, match="IP address or a host name"):
+            parse_settings([f"--advertise-host={bad}"], {})
+
+
+async def test_advertise_host_name_is_resolved(caplog: pytest.LogCaptureFixture) -> None:
+    assert await resolve_address("192.168.1.5") == "192.168.1.5"
+    assert await resolve_address("localhost") in ("127.0.0.1", "::1")
+    adv = Advertiser("voice-stack-test", "0.0.0.0", 10300, "localhost")
+    await adv.start()  # no ValueError: the name is resolved before it is packed
+    await adv.stop()
+    assert adv.address in ("127.0.0.1", "::1")
+    # a name that does not resolve: a warning, no advertisement, and no exception
+    caplog.clear()
+    adv = Advertiser("voice-stack-test", "0.0.0.0", 10300, "no-such-host.invalid")
+    await adv.start()
+    await adv.stop()
+    assert adv.address == "no-such-host.invalid"
+    assert "cannot resolve advertise host 'no-such-host.invalid'" in caplog.text
+
+
 def test_voice_languages_and_address() -> None:
     assert voice_languages("af_heart", ("en",)) == ("en",)
     assert voice_languages("ef_dora", ("en",)) == ("es",)
@@ -219,7 +269,13 @@ async def test_main_runs_and_stops(
             ]
         )
     )
-    await asyncio.sleep(0.5)
+    # once started, the startup heap is kept out of the cyclic GC's passes (they stalled the loop)
+    for _ in range(400):
+        if gc.get_freeze_count() or task.done():
+            break
+        await asyncio.sleep(0.025)
+    assert gc.get_freeze_count() > 0
+    gc.unfreeze()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -81,6 +81,7 @@ async def test_user_flow_creates_server_and_agent(
         ("fake", "k", {"base": "not_llama_server"}),
         ("ftp", "k", {CONF_URL: "invalid_url"}),
         ("bad-port", "k", {CONF_URL: "invalid_url"}),
+        ("credentials", "k", {CONF_URL: "url_has_credentials"}),
     ],
 )
 async def test_user_flow_errors(  # noqa: PLR0917 - fixtures plus parameters
@@ -99,6 +100,7 @@ async def test_user_flow_errors(  # noqa: PLR0917 - fixtures plus parameters
         "fake": fake.url,
         "ftp": "ftp://example",
         "bad-port": "http://127.0.0.1:port",
+        "credentials": f"http://user:secret@127.0.0.1:{free_port()}",
     }[target]
     result = await _user_flow(hass, url, key)
     assert result["type"] is FlowResultType.FORM

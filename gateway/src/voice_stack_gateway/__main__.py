@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -25,6 +26,11 @@ async def main(argv: Sequence[str] | None = None) -> None:
     )
     gateway = Gateway(settings)
     await gateway.start()
+    # Everything built so far (imports, settings, catalog) lives as long as the process: move it
+    # out of the cyclic GC's reach. Otherwise each old-generation pass rescans it, which measured
+    # 8.5-23 ms of event-loop stall, hitting every session in flight at once (the 8-session p95).
+    gc.collect()
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -14,7 +14,7 @@ from wyoming.event import Event
 from wyoming.info import AsrModel, AsrProgram, Attribution, Info, TtsProgram, TtsVoice
 
 from . import __version__
-from .config import Settings
+from .config import Settings, public_url, redact_urls
 from .errors import GatewayError
 from .metrics import BackendState
 from .upstream import Backend
@@ -151,7 +151,7 @@ class CatalogService:
 
     def _info(self, c: Catalog) -> Info:
         s = self.settings
-        attribution = Attribution(name="OpenAI-compatible server", url=s.stt_url)
+        attribution = Attribution(name="OpenAI-compatible server", url=public_url(s.stt_url))
         models = [
             AsrModel(name=m, attribution=attribution, installed=True, description=m,
                      version=None, languages=list(c.stt_languages[m]))
@@ -165,7 +165,7 @@ class CatalogService:
                 models=models, supports_transcript_streaming=streaming,
             )
         ]  # fmt: skip
-        tts_attr = Attribution(name="OpenAI-compatible server", url=s.tts_url)
+        tts_attr = Attribution(name="OpenAI-compatible server", url=public_url(s.tts_url))
         voices = [
             TtsVoice(name=v.name, attribution=tts_attr, installed=True, description=v.description,
                      version=None, languages=list(v.languages), speakers=None)
@@ -243,6 +243,7 @@ class CatalogService:
             state.record(True, latency, None)
         except (TimeoutError, GatewayError, OSError, Exception) as exc:
             text = exc.text if isinstance(exc, GatewayError) else f"{type(exc).__name__}: {exc}"
+            text = redact_urls(text)
             state.record(False, None, f"{backend.kind} health probe failed: {text}")
             return self._seen.get(name, (models, voices))
         previous = self._seen.get(name, ([], []))

@@ -4,10 +4,12 @@ kept where they exist)."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 from . import __version__
 
@@ -70,7 +72,12 @@ FLAGS: tuple[Flag, ...] = (
         "--refresh-interval", ("GATEWAY_REFRESH_INTERVAL",), "30", "seconds between backend probes"
     ),
     Flag("--zeroconf", ("GATEWAY_ZEROCONF",), "", "advertise over mDNS under this name ('' = off)"),
-    Flag("--advertise-host", ("GATEWAY_ADVERTISE_HOST",), "", "address announced by zeroconf"),
+    Flag(
+        "--advertise-host",
+        ("GATEWAY_ADVERTISE_HOST",),
+        "",
+        "address or host name announced by zeroconf",
+    ),
     Flag("--max-connections", ("GATEWAY_MAX_CONNECTIONS",), "64", "concurrent Wyoming connections"),
     Flag("--log-level", ("WYOMING_LOG_LEVEL", "GATEWAY_LOG_LEVEL"), "INFO", "logging level"),
 )
@@ -81,6 +88,50 @@ _BOOL_TRUE = {"1", "true", "yes", "on"}
 def split_list(value: str) -> tuple[str, ...]:
     """wyoming-openai lists are space separated; commas work too."""
     return tuple(item for item in re.split(r"[\s,]+", value) if item)
+
+
+def public_url(url: str) -> str:
+    """A URL fit to show (Wyoming info, /health, error texts): without user:password@, query
+    string or fragment, which may carry credentials."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "<invalid URL>"
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{port}" if port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()]+")
+
+
+def redact_urls(text: str) -> str:
+    """`text` (an exception's message, say) with every URL in it passed through `public_url`."""
+    return _URL_IN_TEXT.sub(lambda m: public_url(m.group(0)), text)
+
+
+# RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens
+_HOSTNAME = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?$")
+
+
+def _advertise_host(value: str) -> str:
+    """An IP address or a host name (resolved when zeroconf starts), else a clear exit."""
+    value = value.strip()
+    if not value:
+        return ""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if len(value) > 253 or not _HOSTNAME.match(value):
+        raise SystemExit(
+            f"voice-stack-gateway: --advertise-host must be an IP address or a host name,"
+            f" got {value!r}"
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +235,7 @@ def parse_settings(
         total_timeout=_positive("--total-timeout", ns.total_timeout, float),
         refresh_interval=_positive("--refresh-interval", ns.refresh_interval, float),
         zeroconf=ns.zeroconf,
-        advertise_host=ns.advertise_host,
+        advertise_host=_advertise_host(ns.advertise_host),
         max_connections=int(_positive("--max-connections", ns.max_connections, int)),
         log_level=ns.log_level.upper(),
     )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 import socket
 
 _LOGGER = logging.getLogger(__name__)
 SERVICE_TYPE = "_wyoming._tcp.local."
+RESOLVE_TIMEOUT = 5.0
 
 
 def advertised_address(bind_host: str, override: str) -> str:
@@ -25,6 +27,25 @@ def advertised_address(bind_host: str, override: str) -> str:
             return "127.0.0.1"
 
 
+async def resolve_address(host: str, limit: float = RESOLVE_TIMEOUT) -> str | None:
+    """`host` if it is an IP address, else its first address from the resolver (which runs in
+    the loop's executor, so a slow DNS server never stalls the gateway); None if it cannot be
+    resolved within `limit` seconds."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(limit):
+            infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, TimeoutError, UnicodeError) as exc:
+        _LOGGER.warning("Zeroconf disabled: cannot resolve advertise host %r (%s)", host,
+                        exc or type(exc).__name__)  # fmt: skip
+        return None
+    return str(infos[0][4][0])
+
+
 class Advertiser:
     def __init__(self, name: str, bind_host: str, port: int, override: str) -> None:
         self.name = name
@@ -40,7 +61,11 @@ class Advertiser:
         except ImportError:  # pragma: no cover - zeroconf is a dependency
             _LOGGER.error("zeroconf is not installed; discovery disabled")
             return
-        packed = ipaddress.ip_address(self.address).packed
+        address = await resolve_address(self.address)
+        if address is None:
+            return
+        self.address = address
+        packed = ipaddress.ip_address(address).packed
         info = AsyncServiceInfo(
             SERVICE_TYPE, f"{self.name}.{SERVICE_TYPE}", addresses=[packed], port=self.port
         )

@@ -8,6 +8,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from .config import public_url
+
 _BUCKETS_MS = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
 
 
@@ -78,7 +80,10 @@ class Metrics:
         self.requests: defaultdict[str, int] = defaultdict(int)  # by kind: stt, tts, tts_stream
         self.errors: defaultdict[tuple[str, str], int] = defaultdict(int)  # (kind, code)
         self.latency: defaultdict[str, Histogram] = defaultdict(Histogram)  # first result/audio
-        self.backends = {"asr": BackendState(asr_url), "tts": BackendState(tts_url, voices=[])}
+        self.backends = {  # URLs as shown: no credentials
+            "asr": BackendState(public_url(asr_url)),
+            "tts": BackendState(public_url(tts_url), voices=[]),
+        }
 
     def error(self, kind: str, code: str) -> None:
         self.errors[(kind, code)] += 1

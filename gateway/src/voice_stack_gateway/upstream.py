@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from .audio import PcmFormat, WavStream
+from .config import public_url, redact_urls
 from .errors import (
     BACKEND_BAD_RESPONSE,
     BACKEND_ERROR,
@@ -55,6 +56,7 @@ class Backend:
     ) -> None:
         self.kind = kind  # "ASR" or "TTS", used in client-facing texts
         self.base_url = base_url.rstrip("/")
+        self.public_url = public_url(self.base_url)  # what error texts may quote
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeouts = timeouts
         self._on_outcome = on_outcome
@@ -95,12 +97,15 @@ class Backend:
         elif isinstance(exc, aiohttp.ClientConnectorError):
             err = GatewayError(
                 BACKEND_UNREACHABLE,
-                f"{self.kind} backend {self.base_url} is unreachable: {exc.os_error}",
+                f"{self.kind} backend {self.public_url} is unreachable: {exc.os_error}",
             )
         elif isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError)):
             err = GatewayError(BACKEND_BAD_RESPONSE, f"{self.kind} backend cut the {action} short")
         else:
-            err = GatewayError(BACKEND_ERROR, f"{self.kind} backend {action} failed: {exc}")
+            err = GatewayError(
+                BACKEND_ERROR,
+                f"{self.kind} backend {action} failed: {redact_urls(str(exc))}",
+            )
         self._on_outcome(None if err.backend_healthy else False, None, err.text)
         return err
 
