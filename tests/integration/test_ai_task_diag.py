@@ -148,3 +148,19 @@ async def test_diagnostics(
         "agents": agents,
         "timings": [timings],
     } == snapshot(exclude=volatile)
+
+
+async def test_ai_task_empty_stream(hass: HomeAssistant, fake: FakeLlama) -> None:
+    """A stream that ends without any reply is a clear, translated error (fake server)."""
+
+    async def handler(request: Any) -> Any:
+        return await stream_bytes(request, sse(chunk({}, "stop"), "data: [DONE]\n\n"))
+
+    fake.chat = handler
+    entry = make_entry(fake.url, "k", [agent(0, kind=SUBENTRY_AI_TASK)])
+    await _setup(hass, entry)
+    with pytest.raises(HomeAssistantError) as err:
+        await ai_task.async_generate_data(
+            hass, task_name="q", entity_id=_task_entity(hass), instructions="?"
+        )
+    assert err.value.translation_key == "no_reply"
