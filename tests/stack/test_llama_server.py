@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from typing import Any
 
-import pytest
-
 from voice_stack_dev.llama import LlamaServer
+from voice_stack_dev.rawhttp import call
 
 TOOLS = [
     {
@@ -24,13 +20,9 @@ TOOLS = [
 
 
 def post_json(server: LlamaServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    request = urllib.request.Request(
-        server.url + path,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", **server.headers},
-    )
-    with urllib.request.urlopen(request, timeout=120) as response:
-        result: dict[str, Any] = json.load(response)
+    reply = call(server.url, "POST", path, list(server.headers.items()), body)
+    assert reply.status == 200, reply.body
+    result: dict[str, Any] = reply.json()
     return result
 
 
@@ -70,14 +62,9 @@ def test_smollm2_answers(llama_smollm2: LlamaServer) -> None:
 
 
 def test_api_key_required(llama_text: LlamaServer) -> None:
-    request = urllib.request.Request(llama_text.url + "/slots")
-    with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(request, timeout=10)
-    assert err.value.code == 401
+    assert call(llama_text.url, "GET", "/slots").status == 401
 
 
 def test_slots_unified_kv_off(llama_text: LlamaServer) -> None:
-    request = urllib.request.Request(llama_text.url + "/slots", headers=llama_text.headers)
-    with urllib.request.urlopen(request, timeout=10) as response:
-        slots = json.load(response)
+    slots = call(llama_text.url, "GET", "/slots", list(llama_text.headers.items())).json()
     assert [slot["id"] for slot in slots] == [0, 1, 2, 3]

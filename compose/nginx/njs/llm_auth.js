@@ -192,6 +192,24 @@ function shallow(body) {
 // njs allows (about 32 levels) or a leading byte-order mark. Its top-level fields are read
 // from a shallow copy, and "id_slot" is appended as the last key: llama-server keeps the last
 // of duplicate keys (checked on b11669), so a client's earlier "any slot" value cannot undo it.
+// The slot a request goes to (logged as $vs_slot): the client's own slot number, kept as is
+// (null: forward the body unchanged), or a non-reserved one picked by its stable prefix (null
+// too when every slot is reserved).
+function chooseSlot(r, req) {
+    var named = req.id_slot;
+    if (typeof named === 'number' && named !== -1) {
+        r.variables.vs_slot = String(named);
+        return null;
+    }
+    var free = freeSlots(r);
+    if (free.length === 0) {
+        return null;
+    }
+    var slot = pickSlot(free, stablePrefix(req));
+    r.variables.vs_slot = String(slot);
+    return slot;
+}
+
 function routedUnparsed(r, body) {
     var open = bomLength(body);
     while (WHITESPACE.indexOf(body.charAt(open)) >= 0 && open < body.length) {
@@ -211,17 +229,10 @@ function routedUnparsed(r, body) {
     if (req === null || typeof req !== 'object' || Array.isArray(req)) {
         req = {};
     }
-    var named = req.id_slot;
-    if (typeof named === 'number' && named !== -1) {
-        r.variables.vs_slot = String(named);
+    var slot = chooseSlot(r, req);
+    if (slot === null) {
         return body;
     }
-    var free = freeSlots(r);
-    if (free.length === 0) {
-        return body;
-    }
-    var slot = pickSlot(free, stablePrefix(req));
-    r.variables.vs_slot = String(slot);
     var last = close - 1;
     while (last > open && WHITESPACE.indexOf(body.charAt(last)) >= 0) {
         last--;
@@ -246,18 +257,11 @@ function routedBody(r) {
     if (req === null || typeof req !== 'object' || Array.isArray(req)) {
         return body;
     }
-    var named = req.id_slot;
-    if (typeof named === 'number' && named !== -1) {
-        r.variables.vs_slot = String(named);
+    var slot = chooseSlot(r, req);
+    if (slot === null) {
         return body;
     }
-    var free = freeSlots(r);
-    if (free.length === 0) {
-        return body;
-    }
-    var slot = pickSlot(free, stablePrefix(req));
-    r.variables.vs_slot = String(slot);
-    if (named === undefined) {
+    if (req.id_slot === undefined) {
         // Splice the field in rather than re-serialise: keeps numbers and escapes byte-exact.
         var open = body.indexOf('{');
         var rest = body.substring(open + 1);
