@@ -40,6 +40,10 @@ REPLY = (
 )
 WORDS_PER_DELTA, DELTA_S = 3, 0.050
 HUNG_LIMIT_S = 20.0
+# Pause before each burst of 8 sessions: the previous burst's server may still be closing
+# connections or collecting garbage (wyoming-openai's GC passes take up to 50 ms), and on a
+# 2-core machine that would be charged to whoever goes next.
+SETTLE_S = 0.25
 
 
 def pct(values: list[float], q: float) -> float:
@@ -50,6 +54,13 @@ def pct(values: list[float], q: float) -> float:
 def summary(values: list[float]) -> dict[str, float]:
     return {"median": round(statistics.median(values), 2), "p95": round(pct(values, 0.95), 2),
             "n": len(values)}  # fmt: skip
+
+
+def block_p95(values: list[float], size: int) -> dict[str, float]:
+    """Spread of the p95 over consecutive blocks: how much one short run could have said."""
+    blocks = [pct(values[i : i + size], 0.95) for i in range(0, len(values) - size + 1, size)]
+    return {"min": round(min(blocks), 2), "median": round(statistics.median(blocks), 2),
+            "max": round(max(blocks), 2), "blocks": len(blocks)}  # fmt: skip
 
 
 def rss_mb(pid: int) -> float:
@@ -258,6 +269,18 @@ async def interleaved(
     return results
 
 
+def tagged(prefix: str) -> list[str]:
+    """8 copies of TEXT, each with a tag the synthetic backend records its own time under."""
+    return [f"{TEXT} [id:{prefix}-{i}]" for i in range(8)]
+
+
+async def backend_held(session: aiohttp.ClientSession, url: str) -> dict[str, float]:
+    """ms each tagged request spent in the synthetic backend (keyed by its full text)."""
+    async with session.get(f"{url.removesuffix('/v1')}/bench/held") as resp:
+        records: dict[str, float] = await resp.json()
+    return {f"{TEXT} [id:{tag}]": ms for tag, ms in records.items()}
+
+
 def _first_audio(port: int) -> Callable[[], Awaitable[float]]:
     async def run() -> float:
         return (await wyoming_tts(port, TEXT))[0]
@@ -274,7 +297,9 @@ def overhead(values: list[float], baseline: list[float]) -> dict[str, float]:
     return summary([v - base for v in values])
 
 
-async def bench(ours: Service, anchor: Service, backend_url: str, rounds: int) -> dict[str, Any]:
+async def bench(
+    ours: Service, anchor: Service, backend_url: str, rounds: int, concurrent_rounds: int
+) -> dict[str, Any]:
     gateways = {"voice_stack_gateway": ours.port, "wyoming_openai": anchor.port}
     result: dict[str, Any] = {}
     async with aiohttp.ClientSession() as session:
@@ -300,27 +325,49 @@ async def bench(ours: Service, anchor: Service, backend_url: str, rounds: int) -
         } | {"direct_ms": summary(stt["direct"])}
         # 3. 8 concurrent TTS sessions. Each round measures the backend directly first and
         # counts overhead against that round's own direct median, so a slow backend round (the
-        # synthetic backend is a Python process too) is not charged to the gateways. Like the
-        # other phases, the first round is a warm-up (it opens 8 backend connections at once);
-        # it is reported on its own as the cold-burst figure.
-        rounds_conc = max(6, rounds // 4)
+        # synthetic backend is a Python process too) is not charged to the gateways. The 8
+        # sessions of a round share one fate (a scheduling stall hits them all), so a p95 needs
+        # many rounds: 10 rounds put it anywhere from 2.6 to 13 ms for the same code. The
+        # gateways take turns going first. Round 0 is a warm-up (it opens 8 backend connections
+        # at once) and is reported on its own as the cold-burst figure.
         conc: dict[str, list[float]] = {n: [] for n in gateways}
+        transit: dict[str, list[float]] = {n: [] for n in gateways}
         cold: dict[str, list[float]] = {n: [] for n in gateways}
         direct_all: list[float] = []
-        for index in range(rounds_conc + 1):
+        for index in range(concurrent_rounds + 1):
+            await asyncio.sleep(SETTLE_S)
             barrier = asyncio.Barrier(8)
+            texts = tagged(f"direct-{index}")
             direct = await asyncio.gather(
-                *(direct_tts(session, backend_url, TEXT, "pcm", barrier) for _ in range(8))
+                *(direct_tts(session, backend_url, t, "pcm", barrier) for t in texts)
             )
             base = statistics.median(direct)
-            for name, port in gateways.items():
+            held = await backend_held(session, backend_url)
+            base_transit = statistics.median(
+                d - held[t] for d, t in zip(direct, texts, strict=True)
+            )
+            order = list(gateways.items())
+            for name, port in order if index % 2 else order[::-1]:
+                await asyncio.sleep(SETTLE_S)
                 barrier = asyncio.Barrier(8)
-                pairs = await asyncio.gather(*(wyoming_tts(port, TEXT, barrier) for _ in range(8)))
+                texts = tagged(f"{name}-{index}")
+                pairs = await asyncio.gather(*(wyoming_tts(port, t, barrier) for t in texts))
                 (cold if index == 0 else conc)[name] += [p[0] - base for p in pairs]
+                held = await backend_held(session, backend_url)
+                if index:
+                    transit[name] += [
+                        p[0] - held[t] - base_transit for p, t in zip(pairs, texts, strict=True)
+                    ]
             if index:
                 direct_all += direct
-        result["tts_8_concurrent_overhead_ms"] = {n: summary(v) for n, v in conc.items()} | {
-            "direct_first_byte_ms": summary(direct_all)
+        result["tts_8_concurrent_overhead_ms"] = {
+            n: summary(v) | {"p95_by_10_rounds": block_p95(v, 80)} for n, v in conc.items()
+        } | {"direct_first_byte_ms": summary(direct_all)}
+        # The same sessions with the time each request spent inside the backend (its own timer
+        # and scheduling, as the backend measured it) taken out on both sides: what remains is
+        # the way there and back, through a gateway or direct.
+        result["tts_8_concurrent_overhead_excluding_backend_time_ms"] = {
+            n: summary(v) | {"p95_by_10_rounds": block_p95(v, 80)} for n, v in transit.items()
         }
         result["tts_8_concurrent_cold_first_round_overhead_ms"] = {
             n: summary(v) for n, v in cold.items()
@@ -423,6 +470,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument(
+        "--concurrent-rounds",
+        type=int,
+        default=40,
+        help="rounds of 8 concurrent sessions per gateway (a p95 needs many; at least 10)",
+    )
+    parser.add_argument(
         "--nice",
         type=int,
         default=-10,
@@ -438,13 +491,16 @@ def main() -> None:
         time.sleep(2.5)  # both settle (ours refreshes its catalog in the background)
         pids = {"voice_stack_gateway": _pid(ours), "wyoming_openai": _pid(anchor)}
         idle = {name: rss_mb(pid) for name, pid in pids.items()}
-        result = asyncio.run(bench(ours, anchor, f"{backend.url}/v1", args.rounds))
+        result = asyncio.run(
+            bench(ours, anchor, f"{backend.url}/v1", args.rounds, max(10, args.concurrent_rounds))
+        )
         result["idle_rss_mb_at_start"] = idle
         result["rss_mb_after_run"] = {name: rss_mb(pid) for name, pid in pids.items()}
         result["setup"] = {
             "nice": nice,
             "backend": "synthetic: TTS first byte 150 ms, audio at 0.1x real time; ASR 100 ms",
-            "rounds": args.rounds, "logs": str(log_dir),
+            "rounds": args.rounds, "concurrent_rounds": max(10, args.concurrent_rounds),
+            "logs": str(log_dir),
             "anchor": "wyoming-openai 0.8.0 (TTS as WAV, its default; ours asks for PCM)",
         }  # fmt: skip
         print(json.dumps(result, indent=2))

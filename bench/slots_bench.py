@@ -181,7 +181,7 @@ class Result:
 def stream(url: str, headers: dict[str, str], body: dict[str, Any]) -> Result:
     """POST a streaming chat request; time to the first streamed token; final timings."""
     parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=600)
     payload = json.dumps({**body, "stream": True, "max_tokens": 4, "temperature": 0})
     started = time.monotonic()
     conn.request(

@@ -4,14 +4,20 @@ TTS: first byte after 150 ms, then audio produced at 0.1x real time (1 s of audi
 0.35 s of audio per word, 24 kHz s16le (raw PCM, or a streamed WAV when asked for wav).
 ASR: answers 100 ms after the upload arrived. Texts containing "[500]" get an HTTP 500 at once;
 "[hang]" never answers; "[22k]" is answered as a 22.05 kHz WAV whatever was asked (like a Piper
-voice behind a mixed server). Run: python bench/synthetic_backend.py PORT
+voice behind a mixed server). A word "[id:NAME]" (not spoken, not counted) makes the backend
+record how long it held that request itself, from its handler starting to the first audio written
+to the socket; GET /bench/held returns and clears those records, so a benchmark can tell time
+spent in the backend from time spent on the way to and from it.
+Run: python bench/synthetic_backend.py PORT
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import struct
 import sys
+import time
 
 from aiohttp import web
 
@@ -21,6 +27,8 @@ RTF = 0.1
 SECONDS_PER_WORD = 0.35
 ASR_S = 0.100
 CHUNK_S = 0.05  # audio per written chunk
+TAG = re.compile(r"\[id:([\w-]+)\]")
+HELD_MS: dict[str, float] = {}  # request tag -> ms from handler start to first audio written
 
 
 def wav_stream_header(rate: int) -> bytes:
@@ -32,8 +40,10 @@ def wav_stream_header(rate: int) -> bytes:
 
 
 async def speech(request: web.Request) -> web.StreamResponse:
+    entered = time.perf_counter()
     body = await request.json()
-    text = str(body.get("input", ""))
+    tag = TAG.search(str(body.get("input", "")))
+    text = TAG.sub("", str(body.get("input", "")))
     if "[500]" in text:
         return web.json_response({"error": {"message": "synthetic failure"}}, status=500)
     if "[hang]" in text:
@@ -55,6 +65,8 @@ async def speech(request: web.Request) -> web.StreamResponse:
         await resp.write(wav_stream_header(rate) + chunk)
     else:
         await resp.write(chunk)
+    if tag:
+        HELD_MS[tag.group(1)] = (time.perf_counter() - entered) * 1000
     sent += CHUNK_S
     while sent < total:
         # pace: audio up to `sent` seconds is ready at start + 150 ms + sent * RTF
@@ -75,6 +87,12 @@ async def transcriptions(request: web.Request) -> web.Response:
     return web.json_response({"text": f"synthetic transcript of {size} bytes"})
 
 
+async def held(_request: web.Request) -> web.Response:
+    records = dict(HELD_MS)
+    HELD_MS.clear()
+    return web.json_response(records)
+
+
 async def health(_request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
@@ -91,6 +109,7 @@ def main() -> None:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_post("/v1/audio/speech", speech)
     app.router.add_post("/v1/audio/transcriptions", transcriptions)
+    app.router.add_get("/bench/held", held)
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/v1/audio/voices", voices)

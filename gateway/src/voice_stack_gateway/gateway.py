@@ -77,9 +77,7 @@ class Gateway:
         await self._http.setup()
         site = web.TCPSite(self._http, host, port)
         await site.start()
-        server = site._server
-        assert isinstance(server, asyncio.Server)
-        self.http_port = server.sockets[0].getsockname()[1]
+        self.http_port = int(self._http.addresses[0][1])
 
     async def stop(self) -> None:
         """No new connections; requests in progress get a grace period, then an error event."""
