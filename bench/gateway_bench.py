@@ -63,6 +63,11 @@ def block_p95(values: list[float], size: int) -> dict[str, float]:
             "max": round(max(blocks), 2), "blocks": len(blocks)}  # fmt: skip
 
 
+def summary_with_blocks(values: list[float]) -> dict[str, Any]:
+    """summary() plus the p95 spread over blocks of 10 rounds of 8 sessions."""
+    return summary(values) | {"p95_by_10_rounds": block_p95(values, 80)}
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -269,16 +274,21 @@ async def interleaved(
     return results
 
 
+def tag_text(tag: str) -> str:
+    """TEXT with a tag the synthetic backend records its own time under (not spoken)."""
+    return f"{TEXT} [id:{tag}]"
+
+
 def tagged(prefix: str) -> list[str]:
-    """8 copies of TEXT, each with a tag the synthetic backend records its own time under."""
-    return [f"{TEXT} [id:{prefix}-{i}]" for i in range(8)]
+    """8 differently tagged copies of TEXT, for one burst of sessions."""
+    return [tag_text(f"{prefix}-{i}") for i in range(8)]
 
 
 async def backend_held(session: aiohttp.ClientSession, url: str) -> dict[str, float]:
     """ms each tagged request spent in the synthetic backend (keyed by its full text)."""
     async with session.get(f"{url.removesuffix('/v1')}/bench/held") as resp:
         records: dict[str, float] = await resp.json()
-    return {f"{TEXT} [id:{tag}]": ms for tag, ms in records.items()}
+    return {tag_text(tag): ms for tag, ms in records.items()}
 
 
 def _first_audio(port: int) -> Callable[[], Awaitable[float]]:
@@ -361,13 +371,13 @@ async def bench(
             if index:
                 direct_all += direct
         result["tts_8_concurrent_overhead_ms"] = {
-            n: summary(v) | {"p95_by_10_rounds": block_p95(v, 80)} for n, v in conc.items()
+            n: summary_with_blocks(v) for n, v in conc.items()
         } | {"direct_first_byte_ms": summary(direct_all)}
         # The same sessions with the time each request spent inside the backend (its own timer
         # and scheduling, as the backend measured it) taken out on both sides: what remains is
         # the way there and back, through a gateway or direct.
         result["tts_8_concurrent_overhead_excluding_backend_time_ms"] = {
-            n: summary(v) | {"p95_by_10_rounds": block_p95(v, 80)} for n, v in transit.items()
+            n: summary_with_blocks(v) for n, v in transit.items()
         }
         result["tts_8_concurrent_cold_first_round_overhead_ms"] = {
             n: summary(v) for n, v in cold.items()
@@ -484,6 +494,7 @@ def main() -> None:
         " ignored otherwise)",
     )
     args = parser.parse_args()
+    concurrent_rounds = max(10, args.concurrent_rounds)
     nice = _set_priority(args.nice)  # inherited by every server started below
     log_dir = Path(tempfile.mkdtemp(prefix="gateway-bench-"))
     backend, ours, anchor = start_all(log_dir)
@@ -492,14 +503,14 @@ def main() -> None:
         pids = {"voice_stack_gateway": _pid(ours), "wyoming_openai": _pid(anchor)}
         idle = {name: rss_mb(pid) for name, pid in pids.items()}
         result = asyncio.run(
-            bench(ours, anchor, f"{backend.url}/v1", args.rounds, max(10, args.concurrent_rounds))
+            bench(ours, anchor, f"{backend.url}/v1", args.rounds, concurrent_rounds)
         )
         result["idle_rss_mb_at_start"] = idle
         result["rss_mb_after_run"] = {name: rss_mb(pid) for name, pid in pids.items()}
         result["setup"] = {
             "nice": nice,
             "backend": "synthetic: TTS first byte 150 ms, audio at 0.1x real time; ASR 100 ms",
-            "rounds": args.rounds, "concurrent_rounds": max(10, args.concurrent_rounds),
+            "rounds": args.rounds, "concurrent_rounds": concurrent_rounds,
             "logs": str(log_dir),
             "anchor": "wyoming-openai 0.8.0 (TTS as WAV, its default; ours asks for PCM)",
         }  # fmt: skip

@@ -42,8 +42,9 @@ def wav_stream_header(rate: int) -> bytes:
 async def speech(request: web.Request) -> web.StreamResponse:
     entered = time.perf_counter()
     body = await request.json()
-    tag = TAG.search(str(body.get("input", "")))
-    text = TAG.sub("", str(body.get("input", "")))
+    given = str(body.get("input", ""))
+    tag = TAG.search(given)
+    text = TAG.sub("", given)
     if "[500]" in text:
         return web.json_response({"error": {"message": "synthetic failure"}}, status=500)
     if "[hang]" in text:
