@@ -55,14 +55,20 @@ def slot_of(proxy: NginxProxy, llama: LlamaServer, path: str, payload: dict[str,
     return last_slot(llama)
 
 
-def access_lines(proxy: NginxProxy, at_least: int = 0, containing: str = "") -> list[str]:
-    """The access log; nginx writes a line just after the reply, so wait for it to appear."""
-    for _ in range(200):
-        lines = proxy.access_log.read_text().splitlines()
-        if len(lines) >= at_least and containing in "".join(lines):
-            break
+def request_lines(proxy: NginxProxy, method: str, path: str, at_least: int = 0) -> list[str]:
+    """The access-log lines of `method path` requests, once there are at least `at_least`.
+
+    nginx writes a request's line just after its reply, and other requests (the harness's
+    readiness probe, say) may be logged in between, so lines are matched by request, not
+    counted by position.
+    """
+    marker = f'"{method} {path}" '
+    deadline = time.monotonic() + 10.0
+    while True:
+        lines = [ln for ln in proxy.access_log.read_text().splitlines() if marker in ln]
+        if len(lines) >= at_least or time.monotonic() > deadline:
+            return lines
         time.sleep(0.01)
-    return lines
 
 
 # --- open endpoints --------------------------------------------------------------------------
@@ -113,8 +119,8 @@ def test_bad_credentials_never_reach_llama_server(
     llm_proxy: NginxProxy, llama_text: LlamaServer, path: str
 ) -> None:
     decodes_before = metric(llama_text, "n_decode_total")
-    lines_before = len(access_lines(llm_proxy))
     method = "POST" if path == CHAT else "GET"
+    lines_before = len(request_lines(llm_proxy, method, path))
     payload = chat("hello") if path == CHAT else None
     for case, headers in BAD_CREDENTIALS.items():
         reply = call(llm_proxy.url, method, path, headers, payload)
@@ -127,7 +133,8 @@ def test_bad_credentials_never_reach_llama_server(
             assert reply.json()["error"]["type"] == "authentication_error", case
     # The proxy adds llama-server's key: a request that got through would have run.
     assert metric(llama_text, "n_decode_total") == decodes_before
-    new_lines = access_lines(llm_proxy, lines_before + len(BAD_CREDENTIALS))[lines_before:]
+    new_lines = request_lines(llm_proxy, method, path, lines_before + len(BAD_CREDENTIALS))
+    new_lines = new_lines[lines_before:]
     assert len(new_lines) == len(BAD_CREDENTIALS)
     assert all("urt=- " in line for line in new_lines), new_lines
 
@@ -161,7 +168,7 @@ def test_client_token_is_never_forwarded(
         reply = call(proxy.url, "GET", "/v1/models", headers)
         assert reply.status == 401
         assert "www-authenticate" not in reply.headers  # llama-server's 401, not the proxy's
-        (line,) = [ln for ln in access_lines(proxy, containing="/v1/models") if "/v1/models" in ln]
+        (line,) = request_lines(proxy, "GET", "/v1/models", 1)
         assert "urt=- " not in line  # it went upstream
     finally:
         proxy.stop()
@@ -306,11 +313,13 @@ DEEP = "[" * 40 + "]" * 40
 
 def routed_slot(proxy: NginxProxy, llama: LlamaServer, path: str, body: str) -> int:
     """Send a raw body; return the slot it ran on, after checking the proxy logged that slot."""
-    lines_before = len(access_lines(proxy))
+    lines_before = len(request_lines(proxy, "POST", path))
     reply = call(proxy.url, "POST", path, bearer(PROXY_KEY), raw_body=body.encode())
     assert reply.status == 200, reply.body
     slot = last_slot(llama)
-    line = access_lines(proxy, lines_before + 1)[lines_before]
+    lines = request_lines(proxy, "POST", path, lines_before + 1)
+    assert len(lines) == lines_before + 1, lines
+    line = lines[-1]
     assert line.endswith(f" slot={slot}"), line
     return slot
 
@@ -485,7 +494,7 @@ def test_status_follows_the_configured_slots(
 def test_keys_never_reach_the_logs(llm_proxy: NginxProxy, llama_text: LlamaServer) -> None:
     # Last in this module: after 401s, 400s, routed, streamed and chunked requests.
     call(llm_proxy.url, "GET", "/v1/models", bearer(PROXY_KEY))
-    access_lines(llm_proxy, containing="/v1/models")
+    assert request_lines(llm_proxy, "GET", "/v1/models", 1)
     logs = "".join(path.read_text() for path in llm_proxy.conf_dir.glob("*.log"))
     logs += llama_text.log_path.read_text()
     assert "/v1/models" in logs
