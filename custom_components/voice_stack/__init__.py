@@ -1,18 +1,44 @@
-"""The Voice Stack integration: llama-server agents on dedicated slots."""
+"""The Voice Stack integration: llama-server agents on their own slots, and the stack's health."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any, cast
+
+import openai
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.const import Platform
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import ConfigEntryAuthFailed, ConfigEntryNotReady
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
+from homeassistant.helpers.httpx_client import get_async_client
 
-from . import health_issues, repairs
-from .client import LlamaAuthError, LlamaClient, LlamaError
-from .const import CONF_API_KEY, CONF_URL, DOMAIN
-from .coordinator import async_setup_coordinators
-from .models import VoiceStackConfigEntry, VoiceStackData
-from .warm import SlotWarmer
+from .agent import Agent
+from .chat import ChatClient
+from .client import LlamaClient
+from .const import (
+    CONF_API_KEY,
+    CONF_GATEWAY_URL,
+    CONF_SLOT,
+    CONF_SLOTS,
+    CONF_URL,
+    DOMAIN,
+    GATEWAY_DEVICES,
+    LOGGER,
+    SUBENTRY_AI_TASK,
+    SUBENTRY_CONVERSATION,
+)
+from .coordinator import VoiceStackCoordinator
+from .devices import remove_stale_devices
+from .errors import LlamaAuthError, LlamaError
+from .gateway_coordinator import GatewayCoordinator
+from .llama_coordinator import LlamaCoordinator
+from .models import Coordinators, VoiceStackConfigEntry, VoiceStackData
+from .proxy_coordinator import ProxyCoordinator
+from .repairs import Repairs, clear_issues
+from .slots import SlotScheduler
+from .warm import SlotPrimer
+from .watcher import ServerWatcher
 
 PLATFORMS: list[Platform] = [
     Platform.AI_TASK,
@@ -20,33 +46,91 @@ PLATFORMS: list[Platform] = [
     Platform.CONVERSATION,
     Platform.SENSOR,
 ]
+_AGENT_TYPES = (SUBENTRY_CONVERSATION, SUBENTRY_AI_TASK)
+# llama-server ignores the key when it has none, but the SDK insists on one.
+_NO_KEY = "no-key"
 
 
 async def async_setup_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) -> bool:
-    """Connect to the server, add the agents, start warming their slots."""
+    """Connect to the server, poll the stack once, add the agents, start warming their slots."""
     client = LlamaClient(
         async_get_clientsession(hass), entry.data[CONF_URL], entry.data.get(CONF_API_KEY, "")
     )
     try:
         await client.health()
-        props = await client.props()
+        await client.props()
     except LlamaAuthError as err:
         raise ConfigEntryAuthFailed(
             translation_domain=DOMAIN, translation_key="invalid_auth"
         ) from err
     except LlamaError as err:
         raise ConfigEntryNotReady(
-            translation_domain=DOMAIN,
-            translation_key="cannot_connect",
+            translation_domain=DOMAIN, translation_key="cannot_connect"
         ) from err
-    data = VoiceStackData(client=client, props=props)
-    data.warmer = SlotWarmer(hass, entry, client)
-    entry.runtime_data = data
-    data.coordinators = await async_setup_coordinators(hass, entry)
+    chat = ChatClient(await _openai_client(hass, entry))
+    coordinators = await _first_polls(hass, entry)
+    agents = {
+        subentry.subentry_id: Agent(hass, subentry)
+        for subentry in entry.subentries.values()
+        if subentry.subentry_type in _AGENT_TYPES
+    }
+    scheduler = SlotScheduler()
+    repairs = Repairs(hass, entry, coordinators.llm, coordinators.proxy, agents)
+    watcher = ServerWatcher(
+        hass,
+        entry,
+        llm=coordinators.llm,
+        agents=agents,
+        scheduler=scheduler,
+        chat=chat,
+        primer=SlotPrimer(chat, client),
+        repairs=repairs,
+    )
+    entry.runtime_data = VoiceStackData(
+        client=client,
+        chat=chat,
+        coordinators=coordinators,
+        agents=agents,
+        scheduler=scheduler,
+        repairs=repairs,
+        watcher=watcher,
+    )
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)
     entry.async_on_unload(entry.add_update_listener(_async_update_listener))
-    data.warmer.async_start()
+    repairs.async_start()
+    watcher.async_start()
     return True
+
+
+async def _openai_client(hass: HomeAssistant, entry: ConfigEntry) -> openai.AsyncOpenAI:
+    """An SDK client on HA's shared httpx client (the URL is the server root, the SDK's is /v1)."""
+    client = openai.AsyncOpenAI(
+        api_key=entry.data.get(CONF_API_KEY) or _NO_KEY,
+        base_url=f"{entry.data[CONF_URL].rstrip('/')}/v1",
+        # HA 2026.10 hands out a legacy httpx client, which the SDK accepts at run time.
+        http_client=cast(Any, get_async_client(hass)),
+        max_retries=0,
+    )
+    # The SDK reads platform facts from disk once; do it outside the event loop.
+    await hass.async_add_executor_job(client.platform_headers)
+    return client
+
+
+async def _first_polls(hass: HomeAssistant, entry: ConfigEntry) -> Coordinators:
+    """Create the coordinators and poll each once; a service being down is a state, not an error."""
+    gateway_url = entry.options.get(CONF_GATEWAY_URL) or entry.data.get(CONF_GATEWAY_URL)
+    coordinators = Coordinators(
+        llm=LlamaCoordinator(hass, entry),
+        proxy=ProxyCoordinator(hass, entry),
+        gateway=GatewayCoordinator(hass, entry, str(gateway_url)) if gateway_url else None,
+    )
+    if gateway_url is None:
+        remove_stale_devices(hass, entry, GATEWAY_DEVICES)
+    polled: list[VoiceStackCoordinator[Any]] = [coordinators.llm, coordinators.proxy]
+    if coordinators.gateway is not None:
+        polled.append(coordinators.gateway)
+    await asyncio.gather(*(c.async_refresh() for c in polled))
+    return coordinators
 
 
 async def _async_update_listener(hass: HomeAssistant, entry: VoiceStackConfigEntry) -> None:
@@ -61,5 +145,19 @@ async def async_unload_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) 
 
 async def async_remove_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) -> None:
     """Drop the entry's repair issues."""
-    repairs.async_clear_entry(hass, entry)
-    health_issues.async_clear_entry(hass, entry)
+    clear_issues(hass, entry)
+
+
+async def async_migrate_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
+    """1.1 -> 1.2: an agent's one `slot` number becomes its pool `slots`."""
+    if entry.version > 1:
+        return False  # written by a newer version of Voice Stack
+    if entry.minor_version < 2:
+        for subentry in entry.subentries.values():
+            if CONF_SLOT in subentry.data and CONF_SLOTS not in subentry.data:
+                data = {k: v for k, v in subentry.data.items() if k != CONF_SLOT}
+                data[CONF_SLOTS] = [int(subentry.data[CONF_SLOT])]
+                hass.config_entries.async_update_subentry(entry, subentry, data=data)
+        hass.config_entries.async_update_entry(entry, minor_version=2)
+        LOGGER.debug("Migrated %s to version 1.2 (slot pools)", entry.title)
+    return True

@@ -6,7 +6,6 @@ from json import JSONDecodeError
 from typing import override
 
 from homeassistant.components import ai_task, conversation
-from homeassistant.components.ai_task.const import DEFAULT_SYSTEM_PROMPT
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
@@ -30,19 +29,16 @@ async def async_setup_entry(
         entry,
         async_add_entities,
         (SUBENTRY_AI_TASK,),
-        lambda subentry: [VoiceStackTaskEntity(entry, subentry)],
+        lambda subentry: [
+            VoiceStackTaskEntity(entry, entry.runtime_data.agents[subentry.subentry_id])
+        ],
     )
 
 
 class VoiceStackTaskEntity(ai_task.AITaskEntity, VoiceStackLLMEntity):
-    """AI Task entity on its own slot."""
+    """AI Task entity on its own slots (it renders HA's own task prompt: see Agent)."""
 
     _attr_supported_features = ai_task.AITaskEntityFeature.GENERATE_DATA
-
-    @override
-    def prompt_template(self) -> str | None:
-        """AI Task renders HA's own task prompt."""
-        return DEFAULT_SYSTEM_PROMPT
 
     @override
     async def _async_generate_data(

@@ -15,22 +15,19 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers.device_registry import DeviceInfo
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .coordinator import GatewayCoordinator, LlamaCoordinator, ProxyCoordinator
-from .devices import (
-    DEVICE_ASR,
-    DEVICE_GATEWAY,
-    DEVICE_LLM,
-    DEVICE_PROXY,
-    DEVICE_TTS,
+from .const import DEVICE_ASR, DEVICE_GATEWAY, DEVICE_LLM, DEVICE_PROXY, DEVICE_TTS
+from .gateway_coordinator import GatewayCoordinator
+from .llama_coordinator import LlamaCoordinator
+from .models import VoiceStackConfigEntry
+from .proxy_coordinator import ProxyCoordinator
+from .service_data import BackendHealth
+from .service_entity import (
     VoiceStackServiceEntity,
     backend_device_info,
-    backend_of,
     gateway_device_info,
     llm_device_info,
     proxy_device_info,
 )
-from .models import VoiceStackConfigEntry
-from .probes import BackendHealth
 
 # Coordinator-fed entities: no polling of their own.
 PARALLEL_UPDATES = 0
@@ -54,28 +51,26 @@ async def async_setup_entry(
 ) -> None:
     """One connectivity sensor per service, and the proxy's key check."""
     coordinators = entry.runtime_data.coordinators
-    if coordinators is None:
-        return
-    proxy_device = proxy_device_info(entry, coordinators.proxy)
+    proxy_device = proxy_device_info(entry, coordinators.proxy.data)
     entities: list[BinarySensorEntity] = [
         LlamaConnectivity(
             coordinators.llm,
             entry,
             DEVICE_LLM,
             CONNECTIVITY,
-            llm_device_info(entry, coordinators.llm),
+            llm_device_info(entry, coordinators.llm.data),
         ),
         ServiceConnectivity(coordinators.proxy, entry, DEVICE_PROXY, CONNECTIVITY, proxy_device),
         ProxyOpenAccess(coordinators.proxy, entry, DEVICE_PROXY, OPEN_ACCESS, proxy_device),
     ]
     if (gateway := coordinators.gateway) is not None:
-        gw_device = gateway_device_info(entry, gateway)
+        gw_device = gateway_device_info(entry, gateway.data)
         entities.append(
             ServiceConnectivity(gateway, entry, DEVICE_GATEWAY, CONNECTIVITY, gw_device)
         )
         entities += [
             BackendConnectivity(
-                gateway, entry, kind, CONNECTIVITY, backend_device_info(entry, kind, gateway)
+                gateway, entry, kind, CONNECTIVITY, backend_device_info(entry, kind, gateway.data)
             )
             for kind in (DEVICE_ASR, DEVICE_TTS)
         ]
@@ -140,7 +135,8 @@ class BackendConnectivity(VoiceStackServiceEntity[GatewayCoordinator], BinarySen
 
     @property
     def _backend(self) -> BackendHealth | None:
-        return backend_of(self.coordinator.data, self._kind)
+        data = self.coordinator.data
+        return data.health.backend(self._kind) if data else None
 
     @property
     @override

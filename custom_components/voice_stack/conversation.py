@@ -1,16 +1,16 @@
-"""Conversation agent on a dedicated llama-server slot."""
+"""Conversation agent on its own llama-server slots."""
 
 from __future__ import annotations
 
 from typing import Literal, override
 
 from homeassistant.components import conversation
-from homeassistant.config_entries import ConfigSubentry
 from homeassistant.const import MATCH_ALL
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
-from .const import CONF_LLM_HASS_API, SUBENTRY_CONVERSATION
+from .agent import Agent
+from .const import SUBENTRY_CONVERSATION
 from .devices import add_agent_entities
 from .entity import VoiceStackLLMEntity
 from .models import VoiceStackConfigEntry
@@ -28,7 +28,9 @@ async def async_setup_entry(
         entry,
         async_add_entities,
         (SUBENTRY_CONVERSATION,),
-        lambda subentry: [VoiceStackConversationEntity(entry, subentry)],
+        lambda subentry: [
+            VoiceStackConversationEntity(entry, entry.runtime_data.agents[subentry.subentry_id])
+        ],
     )
 
 
@@ -37,10 +39,10 @@ class VoiceStackConversationEntity(conversation.ConversationEntity, VoiceStackLL
 
     _attr_supports_streaming = True
 
-    def __init__(self, entry: VoiceStackConfigEntry, subentry: ConfigSubentry) -> None:
-        """Set up the agent; device control only when an LLM API is chosen."""
-        super().__init__(entry, subentry)
-        if subentry.data.get(CONF_LLM_HASS_API):
+    def __init__(self, entry: VoiceStackConfigEntry, agent: Agent) -> None:
+        """Set up the agent; device control only when it may control Home Assistant."""
+        super().__init__(entry, agent)
+        if agent.llm_apis:
             self._attr_supported_features = conversation.ConversationEntityFeature.CONTROL
 
     @property
@@ -59,8 +61,8 @@ class VoiceStackConversationEntity(conversation.ConversationEntity, VoiceStackLL
         try:
             await chat_log.async_provide_llm_data(
                 user_input.as_llm_context(self.platform.domain),
-                self.subentry.data.get(CONF_LLM_HASS_API),
-                self.prompt_template(),
+                self.agent.llm_apis or None,
+                self.agent.prompt_template(),
                 user_input.extra_system_prompt,
             )
         except conversation.ConverseError as err:

@@ -1,30 +1,44 @@
-"""Runtime data of a Voice Stack config entry (contract 6)."""
+"""What one loaded config entry holds: built once in async_setup_entry, complete."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from homeassistant.config_entries import ConfigEntry
 
+from .agent import Agent
+from .chat import ChatClient
 from .client import LlamaClient
+from .gateway_coordinator import GatewayCoordinator
+from .llama_coordinator import LlamaCoordinator
+from .proxy_coordinator import ProxyCoordinator
+from .repairs import Repairs
+from .slots import SlotScheduler
 from .timings import Timings
-
-if TYPE_CHECKING:
-    from .coordinator import Coordinators
-    from .warm import SlotWarmer
+from .watcher import ServerWatcher
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class Coordinators:
+    """The pollers of one entry: the server, the proxy and (when configured) the gateway."""
+
+    llm: LlamaCoordinator
+    proxy: ProxyCoordinator
+    gateway: GatewayCoordinator | None
+
+
+@dataclass(slots=True)
 class VoiceStackData:
     """What the platforms share for one server."""
 
     client: LlamaClient
-    timings: dict[str, Timings] = field(default_factory=dict)
-    props: dict[str, Any] = field(default_factory=dict)
-    warmer: SlotWarmer | None = None
-    # Health and speed pollers (sensors engineer); set before the platforms load.
-    coordinators: Coordinators | None = None
+    chat: ChatClient
+    coordinators: Coordinators
+    agents: dict[str, Agent]  # subentry id -> agent
+    scheduler: SlotScheduler
+    repairs: Repairs
+    watcher: ServerWatcher
+    timings: dict[str, Timings] = field(default_factory=dict)  # subentry id -> last reply
 
 
 type VoiceStackConfigEntry = ConfigEntry[VoiceStackData]

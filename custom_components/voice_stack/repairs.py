@@ -1,28 +1,63 @@
-"""Repair issues for server setups that silently defeat a dedicated slot."""
+"""Every repair issue of an entry, recomputed from the latest facts whenever one changes.
+
+Facts come from the coordinators (what the server, the proxy and the gateway report), the
+agents' options, and what the warm-up and the agents' requests learned (the probe's verdict,
+the primed prefix sizes, requests the server refused as too long). One id scheme:
+`{entry_id}_{key}` for the server, `{entry_id}_{subentry_id}_{key}` for an agent and
+`{entry_id}_{key}_{slot}` for a slot; each issue names the exact flag or setting to change
+and is deleted as soon as the facts no longer show it.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from homeassistant.config_entries import ConfigEntry, ConfigSubentry
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers import issue_registry as ir
 
+from .agent import Agent
 from .const import (
-    CONF_LLM_HASS_API,
-    CONF_MAX_TOKENS,
-    CONF_SLOT,
-    DEFAULT_MAX_TOKENS,
+    CONF_URL,
+    DOCS_URL,
     DOMAIN,
     ISSUE_CONTEXT_TOO_SMALL,
+    ISSUE_GENERAL_KEY,
+    ISSUE_METRICS_DISABLED,
     ISSUE_NO_TOOL_CALLING,
+    ISSUE_PROXY_OPEN,
+    ISSUE_PROXY_SLOT_COUNT,
+    ISSUE_SERVER_OPEN,
     ISSUE_SHARED_SLOT,
     ISSUE_SLOT_NOT_RESERVED,
     ISSUE_SLOT_OUT_OF_RANGE,
+    ISSUE_SLOTS_DISABLED,
     ISSUE_UNIFIED_KV,
 )
+from .llama_coordinator import LlamaCoordinator
+from .llama_data import LlamaData
+from .proxy_coordinator import ProxyCoordinator
+from .service_data import ProxyData
+from .urls import without_userinfo
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One problem to show, with the words that fill its translated text."""
+
+    key: str
+    placeholders: Mapping[str, str]
+    agent_id: str | None = None
+    slot: int | None = None
+    severity: ir.IssueSeverity = ir.IssueSeverity.WARNING
+
+    def issue_id(self, entry_id: str) -> str:
+        """The id in HA's issue registry."""
+        middle = f"_{self.agent_id}" if self.agent_id else ""
+        tail = f"_{self.slot}" if self.slot is not None else ""
+        return f"{entry_id}{middle}_{self.key}{tail}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,174 +70,228 @@ class ContextError:
     from_warm: bool  # the warm-up itself (system prompt and tools) did not fit
 
 
-@dataclass
-class ServerState:
-    """What one check learned about the server."""
+@dataclass(slots=True)
+class Findings:
+    """What the warm-up and the requests learned, beside what the coordinators poll."""
 
-    props: dict[str, Any]
-    slots: list[dict[str, Any]]
-    proxy_status: dict[str, Any] | None
     unified_kv: bool | None = None
-    prefix_tokens: dict[str, int] = field(default_factory=dict)  # subentry -> tokens
-    # subentry -> the last refused request; kept until one succeeds or the slot grows.
-    context_errors: dict[str, ContextError] = field(default_factory=dict)
-
-    def prune_context_errors(self) -> None:
-        """Forget refusals from before the slot's context grew (llama-server restarted)."""
-        for sub_id, error in list(self.context_errors.items()):
-            n_ctx = self.slot_ctx(error.slot)
-            if n_ctx and error.n_ctx and n_ctx > error.n_ctx:
-                del self.context_errors[sub_id]
-
-    @property
-    def total_slots(self) -> int:
-        """Number of server slots (-np)."""
-        return int(self.props.get("total_slots") or 0)
-
-    def slot_ctx(self, slot: int) -> int | None:
-        """Context size of one slot, from /slots."""
-        for entry in self.slots:
-            if entry.get("id") == slot and isinstance(entry.get("n_ctx"), int):
-                return int(entry["n_ctx"])
-        return None
-
-    @property
-    def tool_calling(self) -> bool:
-        """Whether the chat template can call tools."""
-        caps = self.props.get("chat_template_caps")
-        if not isinstance(caps, dict) or "supports_tool_calls" not in caps:
-            return True  # older builds do not say; do not cry wolf
-        return bool(caps["supports_tool_calls"])
+    prefix_tokens: dict[str, int] = field(default_factory=dict)  # agent id -> tokens
+    context_errors: dict[str, ContextError] = field(default_factory=dict)  # agent id -> error
 
 
-def agent_subentries(entry: ConfigEntry) -> list[ConfigSubentry]:
-    """The agents (conversation and AI Task subentries) of an entry."""
-    return [s for s in entry.subentries.values() if CONF_SLOT in s.data]
+def server_issues(entry: ConfigEntry, llm: LlamaData | None, found: Findings) -> list[Issue]:
+    """llama-server started with settings that defeat the slots or hide the sensors."""
+    issues: list[Issue] = []
+    if found.unified_kv:
+        slots = str((llm.total_slots if llm else None) or 4)
+        issues.append(Issue(ISSUE_UNIFIED_KV, {"slots": slots}))
+    if llm is not None and not llm.loading:
+        title = {"title": entry.title}
+        if not llm.metrics_enabled:
+            issues.append(Issue(ISSUE_METRICS_DISABLED, title))
+        if not llm.slots_enabled:
+            issues.append(Issue(ISSUE_SLOTS_DISABLED, title))
+    return issues
 
 
-def _issue_prefix(entry: ConfigEntry) -> str:
-    return f"{entry.entry_id}_"
-
-
-def find_issues(entry: ConfigEntry, state: ServerState) -> dict[str, tuple[str, dict[str, str]]]:
-    """Return {issue_id: (translation_key, placeholders)} for everything wrong."""
-    found: dict[str, tuple[str, dict[str, str]]] = {}
-    prefix = _issue_prefix(entry)
-    agents = agent_subentries(entry)
-    if not agents:
-        return found
-    if state.unified_kv:
-        found[f"{prefix}{ISSUE_UNIFIED_KV}"] = (
-            ISSUE_UNIFIED_KV,
-            {"slots": str(state.total_slots or 4)},
-        )
-    by_slot: dict[int, list[ConfigSubentry]] = defaultdict(list)
-    for agent in agents:
-        by_slot[int(agent.data[CONF_SLOT])].append(agent)
-    for slot, sharing in by_slot.items():
-        if len(sharing) > 1:
-            found[f"{prefix}{ISSUE_SHARED_SLOT}_{slot}"] = (
-                ISSUE_SHARED_SLOT,
-                {"slot": str(slot), "agents": ", ".join(sorted(a.title for a in sharing))},
+def proxy_issues(entry: ConfigEntry, proxy: ProxyData | None, llm: LlamaData | None) -> list[Issue]:
+    """A door open without the key, the general key in the agents' hands, a slot-count clash."""
+    if proxy is None:
+        return []
+    issues: list[Issue] = []
+    url = {"url": without_userinfo(entry.data[CONF_URL])}
+    if proxy.lets_requests_through:
+        # No /proxy/status: the URL is llama-server itself, so the open door is a server
+        # started without --api-key rather than a misconfigured proxy.
+        key = ISSUE_SERVER_OPEN if proxy.status is None else ISSUE_PROXY_OPEN
+        issues.append(Issue(key, url, severity=ir.IssueSeverity.ERROR))
+    status = proxy.status
+    if status is None:
+        return issues
+    if status.scoped_keys and status.key_scope == "general":
+        issues.append(Issue(ISSUE_GENERAL_KEY, {**url, "docs": f"{DOCS_URL}/deploy.md"}))
+    server_slots = llm.total_slots if llm else None
+    if status.total_slots is not None and server_slots and status.total_slots != server_slots:
+        issues.append(
+            Issue(
+                ISSUE_PROXY_SLOT_COUNT,
+                {"proxy_slots": str(status.total_slots), "server_slots": str(server_slots)},
             )
-    reserved = _reserved(state.proxy_status)
+        )
+    return issues
+
+
+def shared_slot_issues(agents: Iterable[Agent]) -> list[Issue]:
+    """Two agents whose pools overlap evict each other's cached prompt."""
+    by_slot: dict[int, list[str]] = defaultdict(list)
     for agent in agents:
-        _agent_issues(found, prefix, agent, state, reserved)
-    return found
-
-
-def _reserved(proxy_status: dict[str, Any] | None) -> set[int] | None:
-    if proxy_status is None:
-        return None
-    raw = proxy_status.get("reserved_slots")
-    return {int(s) for s in raw if isinstance(s, int)} if isinstance(raw, list) else None
-
-
-def _agent_issues(
-    found: dict[str, tuple[str, dict[str, str]]],
-    prefix: str,
-    agent: ConfigSubentry,
-    state: ServerState,
-    reserved: set[int] | None,
-) -> None:
-    slot = int(agent.data[CONF_SLOT])
-    key = f"{prefix}{agent.subentry_id}_"
-    names = {"agent": agent.title, "slot": str(slot)}
-    if state.total_slots and slot >= state.total_slots:
-        found[key + ISSUE_SLOT_OUT_OF_RANGE] = (
-            ISSUE_SLOT_OUT_OF_RANGE,
-            {**names, "total": str(state.total_slots), "max": str(state.total_slots - 1)},
+        for slot in agent.slots:
+            by_slot[slot].append(agent.title)
+    return [
+        Issue(
+            ISSUE_SHARED_SLOT, {"slot": str(slot), "agents": ", ".join(sorted(titles))}, slot=slot
         )
-    if agent.data.get(CONF_LLM_HASS_API) and not state.tool_calling:
-        found[key + ISSUE_NO_TOOL_CALLING] = (ISSUE_NO_TOOL_CALLING, names)
-    if reserved is not None and slot not in reserved:
-        found[key + ISSUE_SLOT_NOT_RESERVED] = (
-            ISSUE_SLOT_NOT_RESERVED,
-            {**names, "reserved": ",".join(map(str, sorted(reserved))) or "none"},
+        for slot, titles in sorted(by_slot.items())
+        if len(titles) > 1
+    ]
+
+
+def agent_issues(
+    agent: Agent, llm: LlamaData | None, proxy: ProxyData | None, found: Findings
+) -> list[Issue]:
+    """What is wrong for one agent: its slots, its tools, its context."""
+    names = {"agent": agent.title, "slot": ",".join(map(str, agent.slots))}
+    issues: list[Issue] = []
+    total = llm.total_slots if llm else None
+    if total and (outside := [s for s in agent.slots if s >= total]):
+        issues.append(
+            Issue(
+                ISSUE_SLOT_OUT_OF_RANGE,
+                {
+                    **names,
+                    "slot": ",".join(map(str, outside)),
+                    "total": str(total),
+                    "max": str(total - 1),
+                },
+                agent.id,
+            )
         )
-    tokens = state.prefix_tokens.get(agent.subentry_id)
-    n_ctx = state.slot_ctx(slot)
-    needed = (tokens or 0) + int(agent.data.get(CONF_MAX_TOKENS, DEFAULT_MAX_TOKENS))
-    if (error := state.context_errors.get(agent.subentry_id)) is not None:
-        found[key + ISSUE_CONTEXT_TOO_SMALL] = (
+    props = llm.props if llm else None
+    if agent.llm_apis and props is not None and props.tool_calling is False:
+        issues.append(Issue(ISSUE_NO_TOOL_CALLING, names, agent.id))
+    reserved = proxy.status.reserved_slots if proxy and proxy.status else None
+    if reserved is not None and (missing := [s for s in agent.slots if s not in reserved]):
+        placeholders = {
+            **names,
+            "slot": ",".join(map(str, missing)),
+            "reserved": ",".join(map(str, reserved)) or "none",
+        }
+        issues.append(Issue(ISSUE_SLOT_NOT_RESERVED, placeholders, agent.id))
+    if (context := context_issue(agent, llm, found)) is not None:
+        issues.append(context)
+    return issues
+
+
+def context_issue(agent: Agent, llm: LlamaData | None, found: Findings) -> Issue | None:
+    """The slot is too small for the agent's prompt plus reply, as refused or as primed."""
+    n_ctx = llm.slots.context_per_slot if llm and llm.slots else None
+    error = found.context_errors.get(agent.id)
+    if error is not None and n_ctx and error.n_ctx and n_ctx > error.n_ctx:
+        del found.context_errors[agent.id]  # llama-server restarted with larger slots
+        error = None
+    if error is not None:
+        return Issue(
             ISSUE_CONTEXT_TOO_SMALL,
-            _context_placeholders(agent, error),
+            {
+                "agent": agent.title,
+                "slot": str(error.slot),
+                "needed": str(error.n_prompt or "?"),
+                "n_ctx": str(error.n_ctx or "?"),
+            },
+            agent.id,
         )
-    elif tokens and n_ctx and needed > n_ctx:
-        found[key + ISSUE_CONTEXT_TOO_SMALL] = (
-            ISSUE_CONTEXT_TOO_SMALL,
-            {**names, "needed": str(needed), "n_ctx": str(n_ctx)},
-        )
+    tokens = found.prefix_tokens.get(agent.id)
+    needed = (tokens or 0) + agent.max_tokens
+    if tokens and n_ctx and needed > n_ctx:
+        placeholders = {
+            "agent": agent.title,
+            "slot": str(agent.slots[0]),
+            "needed": str(needed),
+            "n_ctx": str(n_ctx),
+        }
+        return Issue(ISSUE_CONTEXT_TOO_SMALL, placeholders, agent.id)
+    return None
 
 
 @callback
-def async_apply_issues(
-    hass: HomeAssistant, entry: ConfigEntry, found: dict[str, tuple[str, dict[str, str]]]
-) -> None:
-    """Create the issues found; delete this entry's issues that went away."""
+def apply_issues(hass: HomeAssistant, entry: ConfigEntry, issues: Iterable[Issue]) -> None:
+    """Create the issues given; delete every other issue of this entry."""
+    wanted = {issue.issue_id(entry.entry_id): issue for issue in issues}
     registry = ir.async_get(hass)
-    prefix = _issue_prefix(entry)
-    for (domain, issue_id), _ in list(registry.issues.items()):
-        if domain == DOMAIN and issue_id.startswith(prefix) and issue_id not in found:
+    for domain, issue_id in list(registry.issues):
+        # `entry_id in` also catches ids of the older `{key}_{entry_id}` scheme
+        if domain == DOMAIN and entry.entry_id in issue_id and issue_id not in wanted:
             ir.async_delete_issue(hass, DOMAIN, issue_id)
-    for issue_id, (key, placeholders) in found.items():
+    for issue_id, issue in wanted.items():
         ir.async_create_issue(
             hass,
             DOMAIN,
             issue_id,
             is_fixable=False,
-            severity=ir.IssueSeverity.WARNING,
-            translation_key=key,
-            translation_placeholders=placeholders,
+            severity=issue.severity,
+            translation_key=issue.key,
+            translation_placeholders=dict(issue.placeholders),
         )
 
 
-def _context_placeholders(agent: ConfigSubentry, error: ContextError) -> dict[str, str]:
-    return {
-        "agent": agent.title,
-        "slot": str(error.slot),
-        "needed": str(error.n_prompt or "?"),
-        "n_ctx": str(error.n_ctx or "?"),
-    }
+class Repairs:
+    """Owns the issues of one entry: keeps the findings and re-applies on every change."""
+
+    def __init__(
+        self,
+        hass: HomeAssistant,
+        entry: ConfigEntry,
+        llm: LlamaCoordinator,
+        proxy: ProxyCoordinator,
+        agents: Mapping[str, Agent],
+    ) -> None:
+        """Read the coordinators' latest data and these agents."""
+        self._hass = hass
+        self._entry = entry
+        self._llm = llm
+        self._proxy = proxy
+        self._agents = agents
+        self.findings = Findings()
+
+    @callback
+    def async_start(self) -> None:
+        """Re-apply after every poll of the server or the proxy, until the entry unloads."""
+        for coordinator in (self._llm, self._proxy):
+            self._entry.async_on_unload(coordinator.async_add_listener(self.sync))
+        self.sync()
+
+    @callback
+    def sync(self) -> None:
+        """Compute every issue from the latest facts and apply them."""
+        llm, proxy, found = self._llm.data, self._proxy.data, self.findings
+        issues = [
+            *server_issues(self._entry, llm, found),
+            *proxy_issues(self._entry, proxy, llm),
+            *shared_slot_issues(self._agents.values()),
+        ]
+        for agent in self._agents.values():
+            issues += agent_issues(agent, llm, proxy, found)
+        apply_issues(self._hass, self._entry, issues)
+
+    @callback
+    def context_error(self, agent: Agent, error: ContextError) -> None:
+        """A request of the agent did not fit its slot: raise the repair and keep it."""
+        self.findings.context_errors[agent.id] = error
+        self.sync()
+
+    @callback
+    def request_ok(self, agent: Agent, *, from_warm: bool = False) -> None:
+        """A request fitted: drop the agent's context repair (a warm-up only clears its own)."""
+        error = self.findings.context_errors.get(agent.id)
+        if error is not None and (error.from_warm or not from_warm):
+            del self.findings.context_errors[agent.id]
+            self.sync()
+
+    @callback
+    def primed(self, agent: Agent, tokens: int) -> None:
+        """The agent's stable prefix takes `tokens` in its slot."""
+        self.findings.prefix_tokens[agent.id] = tokens
+        self.request_ok(agent, from_warm=True)
+        self.sync()
+
+    @callback
+    def unified_kv(self, verdict: bool | None) -> None:
+        """What the unified-KV probe found (None: not known)."""
+        self.findings.unified_kv = verdict
+        self.sync()
 
 
 @callback
-def report_context_too_small(
-    hass: HomeAssistant, entry: ConfigEntry, agent: ConfigSubentry, error: ContextError
-) -> None:
-    """Raise the context issue from a refused request (find_issues keeps it afterwards)."""
-    ir.async_create_issue(
-        hass,
-        DOMAIN,
-        f"{_issue_prefix(entry)}{agent.subentry_id}_{ISSUE_CONTEXT_TOO_SMALL}",
-        is_fixable=False,
-        severity=ir.IssueSeverity.WARNING,
-        translation_key=ISSUE_CONTEXT_TOO_SMALL,
-        translation_placeholders=_context_placeholders(agent, error),
-    )
-
-
-@callback
-def async_clear_entry(hass: HomeAssistant, entry: ConfigEntry) -> None:
+def clear_issues(hass: HomeAssistant, entry: ConfigEntry) -> None:
     """Delete every issue of an entry (on removal)."""
-    async_apply_issues(hass, entry, {})
+    apply_issues(hass, entry, ())

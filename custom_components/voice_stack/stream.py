@@ -1,4 +1,4 @@
-"""Turn llama-server's streamed chunks into ChatLog deltas."""
+"""Turn llama-server's streamed chunks (openai SDK objects) into ChatLog deltas."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from typing import Any
 from homeassistant.components import conversation
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
+from openai.types.chat import ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
+from .chat import extra
 from .const import DOMAIN
 
 _OPEN, _CLOSE = "<think>", "</think>"
@@ -65,7 +68,6 @@ class StreamResult:
     started: float = field(default_factory=time.monotonic)
     first_token_ms: float | None = None
     timings: dict[str, Any] | None = None
-    finish_reason: str | None = None
 
     def mark_token(self) -> None:
         """Record the time to the first streamed token."""
@@ -92,42 +94,40 @@ def _tool_inputs(calls: dict[int, dict[str, str]]) -> list[llm.ToolInput]:
     return inputs
 
 
-def _merge_tool_call(calls: dict[int, dict[str, str]], frag: dict[str, Any]) -> None:
+def _merge_tool_call(calls: dict[int, dict[str, str]], frag: ChoiceDeltaToolCall) -> None:
     """Accumulate a streamed tool-call fragment by index."""
-    call = calls.setdefault(int(frag.get("index", 0)), {"id": "", "name": "", "arguments": ""})
-    call["id"] = frag.get("id") or call["id"]
-    function = frag.get("function") or {}
-    call["name"] += function.get("name") or ""
-    call["arguments"] += function.get("arguments") or ""
+    call = calls.setdefault(frag.index, {"id": "", "name": "", "arguments": ""})
+    call["id"] = frag.id or call["id"]
+    if frag.function is not None:
+        call["name"] += frag.function.name or ""
+        call["arguments"] += frag.function.arguments or ""
 
 
 async def transform_stream(
-    chunks: AsyncIterator[dict[str, Any]], result: StreamResult
+    chunks: AsyncIterator[ChatCompletionChunk], result: StreamResult
 ) -> AsyncGenerator[conversation.AssistantContentDeltaDict]:
     """Yield ChatLog deltas: text, thinking (never spoken) and tool calls."""
     think = ThinkFilter()
     calls: dict[int, dict[str, str]] = {}
     yield {"role": "assistant"}
     async for chunk in chunks:
-        if isinstance(timings := chunk.get("timings"), dict):
+        if isinstance(timings := extra(chunk, "timings"), dict):
             result.timings = timings  # keep the last one (finish or usage chunk)
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if reasoning := delta.get("reasoning_content"):
+        for choice in chunk.choices:
+            delta = choice.delta
+            if reasoning := extra(delta, "reasoning_content"):
                 result.mark_token()
-                yield {"thinking_content": reasoning}
-            if text := delta.get("content"):
+                yield {"thinking_content": str(reasoning)}
+            if text := delta.content:
                 result.mark_token()
                 visible, thinking = think.feed(text)
                 if thinking:
                     yield {"thinking_content": thinking}
                 if visible:
                     yield {"content": visible}
-            for frag in delta.get("tool_calls") or []:
+            for frag in delta.tool_calls or []:
                 result.mark_token()
                 _merge_tool_call(calls, frag)
-            if choice.get("finish_reason"):
-                result.finish_reason = choice["finish_reason"]
     visible, thinking = think.flush()
     if thinking:
         yield {"thinking_content": thinking}

@@ -1,4 +1,4 @@
-"""Per-reply llama-server timings (contract 5), shared with the sensors."""
+"""Per-reply llama-server timings (from the final chunk of a reply), shared with the sensors."""
 
 from __future__ import annotations
 

@@ -1,14 +1,47 @@
-"""Fixtures for the Home Assistant integration tests (phcc, HA in-process)."""
+"""Fixtures of the integration suite (phcc, HA in-process), chained as HA core's are:
+
+`server` (what the entry points at; a fake llama-server unless a module overrides it with a
+real one) and `agents` -> `mock_config_entry` -> `platforms` -> `init_integration`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import gc
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest.mock import PropertyMock, patch
 
 import pytest
+from homeassistant.config_entries import ConfigEntryState
+from homeassistant.const import Platform
+from homeassistant.core import HomeAssistant
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.syrupy import HomeAssistantSnapshotExtension
+from syrupy.assertion import SnapshotAssertion
 
 # Import the integration before the hass fixture so phcc resolves custom_components.
-from custom_components.voice_stack.const import DOMAIN  # noqa: F401
-from tests.integration.fake_llama import FakeLlama
+from custom_components import voice_stack
+from custom_components.voice_stack.const import (
+    CONF_API_KEY,
+    CONF_GATEWAY_URL,
+    CONF_URL,
+    DEFAULT_CONVERSATION_NAME,
+    DOMAIN,
+)
+from tests.integration.fakes import FAKE_KEY, FakeGateway, FakeLlama
+from tests.integration.helpers import agent, setup_entry
+from tests.integration.live_stack import LiveStack, run_live_stack
+
+
+@dataclass(frozen=True)
+class Server:
+    """Where an entry points: URL and the key Voice Stack sends."""
+
+    url: str
+    key: str
 
 
 @pytest.fixture(autouse=True)
@@ -16,9 +49,123 @@ def auto_enable_custom_integrations(enable_custom_integrations: None) -> None:
     """Let HA load custom_components/voice_stack."""
 
 
+@pytest.fixture(autouse=True)
+def loopback_sockets(socket_enabled: None) -> None:
+    """Every test here talks to servers on loopback (real ones, or a fake for faults)."""
+
+
+@pytest.fixture(autouse=True)
+async def finalize_generators(hass: HomeAssistant) -> AsyncIterator[None]:
+    """Run the finalizers of abandoned async generators before HA checks for lingering tasks.
+
+    When a stream fails, the openai SDK leaves its inner event generator suspended; only the
+    garbage collector reaches it, and asyncio then closes it in a task of its own. Collecting
+    here makes that happen at a fixed point instead of whenever the GC runs.
+    """
+    yield
+    for _ in range(10):
+        gc.collect()
+        await asyncio.sleep(0)  # the finalizers' tasks start
+        closing = [t for t in asyncio.all_tasks() if "athrow" in repr(t.get_coro())]
+        if not closing:
+            return
+        await asyncio.wait(closing, timeout=5)
+
+
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeLlama]:
-    """A fake llama-server on loopback (faults a real one cannot show), stopped after the test."""
+    """A fake llama-server (faults a real one cannot show), stopped after the test."""
     server = await FakeLlama().start()
     yield server
     await server.stop()
+
+
+@pytest.fixture
+async def fake_gateway() -> AsyncIterator[FakeGateway]:
+    """A fake gateway /health and /metrics with fixed figures."""
+    server = await FakeGateway().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture(scope="session")
+def live_stack(service_logs: Path) -> Iterator[LiveStack]:
+    """llama-server behind nginx, the speech server and the gateway, once per session."""
+    yield from run_live_stack(service_logs)
+
+
+@pytest.fixture
+def snapshot(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    """Snapshots in HA core's format (registry entries, states, flows)."""
+    return snapshot.use_extension(HomeAssistantSnapshotExtension)
+
+
+@pytest.fixture
+def entity_registry_enabled_by_default() -> Iterator[None]:
+    """Every entity enabled, the ones disabled by default included (for snapshots)."""
+    with patch(
+        "homeassistant.helpers.entity.Entity.entity_registry_enabled_default",
+        return_value=True,
+        new_callable=PropertyMock,
+    ):
+        yield
+
+
+@pytest.fixture
+def server(fake: FakeLlama) -> Server:
+    """The server the entry points at (modules with a real llama-server override this)."""
+    return Server(fake.url, FAKE_KEY)
+
+
+@pytest.fixture
+def agents() -> list[dict[str, Any]]:
+    """The entry's agent subentries: one conversation agent on slot 0."""
+    return [agent(0, title=DEFAULT_CONVERSATION_NAME)]
+
+
+@pytest.fixture
+def gateway_url() -> str | None:
+    """The entry's gateway option (none by default)."""
+    return None
+
+
+@pytest.fixture
+def mock_config_entry(
+    hass: HomeAssistant, server: Server, agents: list[dict[str, Any]], gateway_url: str | None
+) -> MockConfigEntry:
+    """The entry, as the config flow creates it, added to HA (not set up)."""
+    for index, subentry in enumerate(agents):
+        subentry.setdefault("subentry_id", f"agent{index}")
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        entry_id="voicestacktestentry",
+        title="fake-model on 127.0.0.1",
+        unique_id=server.url,
+        version=1,
+        minor_version=2,
+        data={CONF_URL: server.url, CONF_API_KEY: server.key},
+        options={CONF_GATEWAY_URL: gateway_url} if gateway_url else {},
+        subentries_data=agents,
+    )
+    entry.add_to_hass(hass)
+    return entry
+
+
+@pytest.fixture
+def platforms() -> list[Platform]:
+    """The platforms to load (a platform's own test module narrows it)."""
+    return list(voice_stack.PLATFORMS)
+
+
+@pytest.fixture
+async def init_integration(
+    hass: HomeAssistant,
+    mock_config_entry: MockConfigEntry,
+    platforms: list[Platform],
+    monkeypatch: pytest.MonkeyPatch,
+) -> MockConfigEntry:
+    """The entry set up through HA, its first warm-up done."""
+    monkeypatch.setattr(voice_stack, "PLATFORMS", platforms)
+    await setup_entry(hass, mock_config_entry)
+    assert mock_config_entry.state is ConfigEntryState.LOADED
+    return mock_config_entry

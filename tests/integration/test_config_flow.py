@@ -1,4 +1,5 @@
-"""Config flow, reauth, reconfigure and agent subentry flows against a real llama-server."""
+"""The server entry's config flow: user step, reauth and reconfigure, against a real llama-server
+(a fake one for a server that answers but is not llama-server)."""
 
 from __future__ import annotations
 
@@ -6,32 +7,21 @@ from typing import Any
 
 import pytest
 from homeassistant.config_entries import SOURCE_USER, ConfigEntryState
-from homeassistant.const import CONF_NAME
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
 from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components import voice_stack
 from custom_components.voice_stack.const import (
     CONF_API_KEY,
-    CONF_LLM_HASS_API,
-    CONF_MAX_HISTORY,
-    CONF_MAX_TOKENS,
-    CONF_MODEL,
-    CONF_PROMPT,
-    CONF_PROMPT_LAYOUT,
-    CONF_REASONING,
-    CONF_SAVE_SLOT,
-    CONF_SLOT,
-    CONF_TEMPERATURE,
-    CONF_TIMEOUT,
+    CONF_SLOTS,
     CONF_URL,
     DOMAIN,
-    SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
-from tests.integration.agent_helpers import agent, make_entry
-from tests.integration.fake_llama import FakeLlama
+from tests.integration.fakes import FAKE_KEY, FakeLlama
+from tests.integration.helpers import agent
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.procs import free_port
 
@@ -64,7 +54,8 @@ async def test_user_flow_creates_server_and_agent(
     assert entry.unique_id == llama_text.url
     (sub,) = entry.subentries.values()
     assert sub.subentry_type == SUBENTRY_CONVERSATION
-    assert sub.data[CONF_SLOT] == 0
+    assert sub.data[CONF_SLOTS] == [0]
+    assert entry.title == "tiny-text on 127.0.0.1"  # the model and its host
     await hass.async_block_till_done()
     assert entry.state is ConfigEntryState.LOADED
 
@@ -84,7 +75,7 @@ async def test_user_flow_creates_server_and_agent(
         ("credentials", "k", {CONF_URL: "url_has_credentials"}),
     ],
 )
-async def test_user_flow_errors(  # noqa: PLR0917 - fixtures plus parameters
+async def test_user_flow_errors(
     hass: HomeAssistant,
     llama_text: LlamaServer,
     fake: FakeLlama,
@@ -93,7 +84,7 @@ async def test_user_flow_errors(  # noqa: PLR0917 - fixtures plus parameters
     error: dict[str, str],
 ) -> None:
     """Each failure has its own message, and the form can be retried."""
-    fake.health_body = "<html>not llama</html>"
+    fake.overrides["/health"] = (200, "<html>not llama</html>")
     url = {
         "real": llama_text.url,
         "closed": f"http://127.0.0.1:{free_port()}",
@@ -109,9 +100,22 @@ async def test_user_flow_errors(  # noqa: PLR0917 - fixtures plus parameters
 
 async def test_not_llama_props(hass: HomeAssistant, fake: FakeLlama) -> None:
     """A /props that is not llama-server's is refused too."""
-    fake.props_status = 404
-    result = await _user_flow(hass, fake.url, "k")
+    fake.overrides["/props"] = (200, "[]")
+    result = await _user_flow(hass, fake.url, FAKE_KEY)
+    assert result["errors"] == {"base": "not_llama_server"}
+    fake.overrides["/props"] = (404, "{}")
+    result = await _user_flow(hass, fake.url, FAKE_KEY)
     assert result["errors"] == {"base": "cannot_connect"}
+
+
+def _entry(url: str, key: str | None, subs: list[dict[str, Any]] | None = None) -> MockConfigEntry:
+    return MockConfigEntry(
+        domain=DOMAIN,
+        unique_id=url,
+        minor_version=2,
+        data={CONF_URL: url, CONF_API_KEY: key or ""},
+        subentries_data=subs if subs is not None else [agent(0)],
+    )
 
 
 async def _loaded_entry(
@@ -121,11 +125,7 @@ async def _loaded_entry(
     subs: list[dict[str, Any]] | None = None,
 ) -> Any:
     assert await async_setup_component(hass, "homeassistant", {})
-    entry = make_entry(
-        server.url,
-        key if key is not None else server.api_key,
-        subs if subs is not None else [agent(0)],
-    )
+    entry = _entry(server.url, key if key is not None else server.api_key, subs)
     entry.add_to_hass(hass)
     await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
@@ -158,7 +158,7 @@ async def test_user_flow_url_with_credentials(hass: HomeAssistant, llama_factory
     result = await _user_flow(hass, url.replace("http://", "HTTP://") + "/", "")
     assert result["type"] is FlowResultType.CREATE_ENTRY
     entry = result["result"]
-    assert entry.title == f"127.0.0.1:{server.port}"
+    assert entry.title == "tiny-text on 127.0.0.1"
     assert entry.unique_id == server.url
     assert entry.data[CONF_URL] == url  # the password keeps its case
     assert "S3cret" not in entry.title + entry.unique_id
@@ -185,7 +185,7 @@ async def test_reauth_of_loaded_entry_reloads_once(
 ) -> None:
     """A new key saved by reauth reloads a loaded entry once, through its update listener."""
     server = llama_factory("tiny-text", api_key="key-one,key-two", ctx_per_slot=512)
-    entry = make_entry(server.url, "key-one", [agent(0)])
+    entry = _entry(server.url, "key-one")
     entry.add_to_hass(hass)
     await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
@@ -203,7 +203,7 @@ async def test_reauth_of_loaded_entry_reloads_once(
     assert "update listener" not in caplog.text
 
 
-async def test_reconfigure(  # noqa: PLR0917 - fixtures
+async def test_reconfigure(
     hass: HomeAssistant,
     llama_text: LlamaServer,
     llama_tool: LlamaServer,
@@ -214,7 +214,7 @@ async def test_reconfigure(  # noqa: PLR0917 - fixtures
     """Change URL: verified, refused if another entry has it, saved and reloaded once."""
     entry = await _loaded_entry(hass, llama_text)
     calls = _count_setups(monkeypatch)
-    other = make_entry(fake.url, "k", [])
+    other = _entry(fake.url, FAKE_KEY, [])
     other.add_to_hass(hass)
 
     result = await entry.start_reconfigure_flow(hass)
@@ -237,103 +237,7 @@ async def test_reconfigure(  # noqa: PLR0917 - fixtures
 
     result = await entry.start_reconfigure_flow(hass)
     dup = await hass.config_entries.flow.async_configure(
-        result["flow_id"], {CONF_URL: fake.url, CONF_API_KEY: "k"}
+        result["flow_id"], {CONF_URL: fake.url, CONF_API_KEY: FAKE_KEY}
     )
     assert dup["type"] is FlowResultType.ABORT
     assert dup["reason"] == "already_configured"
-
-
-def _options(**over: Any) -> dict[str, Any]:
-    return {
-        CONF_MODEL: "tiny-text.gguf",
-        CONF_SLOT: 1.0,
-        CONF_TEMPERATURE: 0.2,
-        CONF_MAX_TOKENS: 64.0,
-        CONF_TIMEOUT: 30.0,
-        CONF_REASONING: "disabled",
-        CONF_PROMPT_LAYOUT: "cache_stable",
-        CONF_SAVE_SLOT: False,
-        **over,
-    }
-
-
-async def test_subentry_flows(hass: HomeAssistant, llama_text: LlamaServer) -> None:
-    """Add a conversation agent (lowest free slot, model from the server), an AI Task; edit."""
-    entry = await _loaded_entry(hass, llama_text)
-    assert entry.state is ConfigEntryState.LOADED
-    result = await hass.config_entries.subentries.async_init(
-        (entry.entry_id, SUBENTRY_CONVERSATION), context={"source": SOURCE_USER}
-    )
-    assert result["type"] is FlowResultType.FORM
-    schema = result["data_schema"].schema
-    suggested = {
-        str(k): k.description["suggested_value"] for k in schema if getattr(k, "description", None)
-    }
-    assert suggested[CONF_SLOT] == 1
-    assert suggested[CONF_MODEL].endswith("tiny-text.gguf")
-    result = await hass.config_entries.subentries.async_configure(
-        result["flow_id"],
-        {
-            CONF_NAME: "Kitchen",
-            **_options(
-                **{CONF_PROMPT: "Be brief.", CONF_LLM_HASS_API: ["assist"], CONF_MAX_HISTORY: 4.0}
-            ),
-        },
-    )
-    assert result["type"] is FlowResultType.CREATE_ENTRY
-    kitchen = next(s for s in entry.subentries.values() if s.title == "Kitchen")
-    assert kitchen.data[CONF_SLOT] == 1
-    assert isinstance(kitchen.data[CONF_MAX_TOKENS], int)
-    await hass.async_block_till_done()
-
-    result = await hass.config_entries.subentries.async_init(
-        (entry.entry_id, SUBENTRY_AI_TASK), context={"source": SOURCE_USER}
-    )
-    schema = result["data_schema"].schema
-    keys = {str(k) for k in schema}
-    assert CONF_PROMPT not in keys
-    suggested = {
-        str(k): k.description["suggested_value"] for k in schema if getattr(k, "description", None)
-    }
-    assert suggested[CONF_SLOT] == 2
-    result = await hass.config_entries.subentries.async_configure(
-        result["flow_id"], {CONF_NAME: "Tasks", **_options(**{CONF_SLOT: 2.0})}
-    )
-    assert result["type"] is FlowResultType.CREATE_ENTRY
-    await hass.async_block_till_done()
-
-    result = await entry.start_subentry_reconfigure_flow(hass, kitchen.subentry_id)
-    assert result["type"] is FlowResultType.FORM
-    result = await hass.config_entries.subentries.async_configure(
-        result["flow_id"],
-        _options(
-            **{
-                CONF_SLOT: 3.0,
-                CONF_PROMPT: "Be brief.",
-                CONF_LLM_HASS_API: [],
-                CONF_MAX_HISTORY: 4.0,
-            }
-        ),
-    )
-    assert result["type"] is FlowResultType.ABORT
-    assert result["reason"] == "reconfigure_successful"
-    assert entry.subentries[kitchen.subentry_id].data[CONF_SLOT] == 3
-
-
-async def test_subentry_flow_aborts(hass: HomeAssistant, fake: FakeLlama) -> None:
-    """Server gone after loading: cannot_connect. Not loaded: abort."""
-    entry = make_entry(fake.url, "k", [agent(0)])
-    entry.add_to_hass(hass)
-    await hass.config_entries.async_setup(entry.entry_id)
-    await hass.async_block_till_done()
-    assert entry.state is ConfigEntryState.LOADED
-    await fake.stop()
-    result = await hass.config_entries.subentries.async_init(
-        (entry.entry_id, SUBENTRY_CONVERSATION), context={"source": SOURCE_USER}
-    )
-    assert result["reason"] == "cannot_connect"
-    await hass.config_entries.async_unload(entry.entry_id)
-    result = await hass.config_entries.subentries.async_init(
-        (entry.entry_id, SUBENTRY_CONVERSATION), context={"source": SOURCE_USER}
-    )
-    assert result["reason"] == "entry_not_loaded"

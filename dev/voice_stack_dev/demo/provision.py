@@ -217,7 +217,7 @@ async def ensure_agent(ha: HomeAssistantClient, entry_id: str) -> tuple[str, int
             ha,
             f"{ENTRIES}/subentries/flow",
             {"handler": [entry_id, "conversation"]},
-            {"name": "Voice Stack conversation", "slot": 0},
+            {"name": "Voice Stack conversation", "slots": ["0"]},
             what="Voice Stack agent (subentry flow)",
         )
     for _ in range(40):
@@ -234,8 +234,8 @@ async def ensure_agent(ha: HomeAssistantClient, entry_id: str) -> tuple[str, int
             what="Voice Stack agent (reconfigure)",
         )
         await _wait_loaded(ha, DOMAIN, entry_id)  # saving reloads the entry
-        slot = shown.get("slot")
-        return agent["entity_id"], int(slot) if slot is not None else None
+        slots = shown.get("slots") or []
+        return agent["entity_id"], int(slots[0]) if slots else None
     raise DemoError("Home Assistant", "the Voice Stack conversation entity did not appear")
 
 

@@ -1,18 +1,18 @@
-"""The pure parsers behind the sensors: Prometheus text, counter rates, /slots, /props, gateway."""
+"""What llama-server reports, parsed: Prometheus text, counter rates, /slots, /props."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
-from custom_components.voice_stack.probes import (
+from custom_components.voice_stack.llama_data import (
     PREDICTED_TOKENS,
     PROMPT_TOKENS,
     Counters,
+    LlamaData,
     MalformedReplyError,
+    Rates,
     compute_rates,
-    parse_gateway_health,
+    keep_last_speeds,
     parse_prometheus,
     parse_props,
     parse_slots,
@@ -100,8 +100,10 @@ def test_parse_slots_busy_and_kv_use() -> None:
         ]
     )  # fmt: skip
     assert (summary.total, summary.busy, summary.context_per_slot) == (4, 1, 100)
-    assert summary.kv_used_tokens == 140  # slot 1 is capped at its context
+    assert [s.tokens for s in summary.slots] == [40, 100, 0, 0]  # slot 1 capped at its context
     assert summary.kv_use == pytest.approx(35.0)
+    assert summary.slot(0).id_task is None  # type: ignore[union-attr]
+    assert summary.slot(9) is None
     assert parse_slots([]).kv_use is None
     with pytest.raises(MalformedReplyError):
         parse_slots({"error": "nope"})
@@ -122,49 +124,35 @@ def test_parse_props() -> None:
         4,
         8192,
     )
+    assert props.tool_calling is None  # this build does not say
     assert parse_props({}).model is None
+    aliased = parse_props(
+        {
+            "model_alias": "local",
+            "model_path": "/m/Gemma.gguf",
+            "media_marker": "<m>",
+            "chat_template_caps": {"supports_tool_calls": False},
+        }
+    )
+    assert (aliased.model, aliased.model_file, aliased.process) == ("local", "Gemma", "<m>")
+    assert aliased.tool_calling is False
+    assert aliased.fingerprint == ("/m/Gemma.gguf", None, None, None)
     with pytest.raises(MalformedReplyError):
         parse_props([1])
 
 
-def test_parse_gateway_health_contract_and_gaps() -> None:
-    health = parse_gateway_health(
-        {
-            "status": "degraded",
-            "version": "0.1.0",
-            "uptime_s": 12.3,
-            "active_sessions": 2,
-            "backends": {
-                "asr": {
-                    "url": "http://asr:8000/v1",
-                    "status": "down",
-                    "last_success": None,
-                    "last_error": "refused",
-                    "last_error_at": "2026-11-30T01:55:34+00:00",
-                    "latency_ms": None,
-                    "models": ["tiny.en"],
-                },
-                "tts": {"status": "weird", "last_success": "not a time", "latency_ms": True},
-            },
-        }
-    )
-    assert (health.status, health.version, health.active_sessions) == ("degraded", "0.1.0", 2)
-    assert health.asr is not None
-    assert health.asr.status == "down"
-    assert health.asr.last_error_at == datetime(2026, 11, 30, 1, 55, 34, tzinfo=UTC)
-    assert health.asr.models == ("tiny.en",)
-    assert health.tts is not None
-    assert (health.tts.status, health.tts.last_success, health.tts.latency_ms) == (
-        "unknown",
-        None,
-        None,
-    )
-    minimal = parse_gateway_health({"status": "ok"})
-    assert (minimal.asr, minimal.tts, minimal.version, minimal.active_sessions) == (
-        None,
-        None,
-        None,
-        None,
-    )
-    with pytest.raises(MalformedReplyError):
-        parse_gateway_health({"no": "status"})
+def test_last_speeds_are_kept_through_idle_windows() -> None:
+    last = Rates(1.0, 2.0, 30.0, 400.0, 90.0, None)
+    idle = Rates(0.0, 0.0, None, None, None, None)
+    kept = keep_last_speeds(idle, last)
+    assert kept == Rates(0.0, 0.0, 30.0, 400.0, 90.0, None)
+    assert keep_last_speeds(None, last) is None
+    assert keep_last_speeds(idle, None) is idle
+
+
+def test_total_slots_from_slots_or_props() -> None:
+    assert LlamaData(loading=True, latency_ms=1).total_slots is None
+    props = parse_props({"total_slots": 3})
+    assert LlamaData(loading=False, latency_ms=1, props=props).total_slots == 3
+    slots = parse_slots([{"id": 0}, {"id": 1}])
+    assert LlamaData(loading=False, latency_ms=1, props=props, slots=slots).total_slots == 2

@@ -13,7 +13,7 @@ from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.selector import TextSelector, TextSelectorConfig, TextSelectorType
 
 from .const import CONF_GATEWAY_URL, LOGGER, PROBE_TIMEOUT
-from .probes import parse_gateway_health
+from .service_data import parse_gateway_health
 
 GATEWAY_FIELD: Final[dict[Any, Any]] = {
     probatio.Optional(CONF_GATEWAY_URL): TextSelector(TextSelectorConfig(type=TextSelectorType.URL))
@@ -45,7 +45,7 @@ async def validate_gateway(hass: HomeAssistant, url: str | None) -> dict[str, st
             f"{url}/health", timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT)
         ) as resp:
             parse_gateway_health(await resp.json(content_type=None))
-    except (TimeoutError, aiohttp.ClientError, ValueError) as err:
+    except (TimeoutError, aiohttp.ClientError, ValueError) as err:  # ValueError: not its JSON
         LOGGER.debug("Gateway at %s is not usable: %s", url, err)
         return {CONF_GATEWAY_URL: "gateway_cannot_connect"}
     return {}

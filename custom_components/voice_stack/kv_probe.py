@@ -1,0 +1,64 @@
+"""Does llama-server share one KV cache across its slots? A unified cache clears idle slots
+whenever another client starts, which silently defeats slot pinning.
+
+/props (b11669) does not say, so it takes a probe: pin A to one slot, B to another, A again;
+with a unified cache A's second run re-processes everything. The probe evicts B's slot, so
+it runs once per server setup (model, build, slot layout), never on a mere restart: the
+verdict is kept per server URL across entry reloads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from homeassistant.core import HomeAssistant
+from homeassistant.util.hass_dict import HassKey
+
+from .chat import ChatClient
+from .const import DOMAIN, LOGGER
+from .errors import LlamaError
+from .llama_data import ServerProps
+
+_SYSTEM = "Voice Stack unified KV cache probe."
+_TIMEOUT = 30.0
+# Server URL -> (the setup the verdict was found for, the verdict).
+VERDICTS: HassKey[dict[str, tuple[tuple[object, ...], bool]]] = HassKey(f"{DOMAIN}_unified_kv")
+
+
+def _probe(text: str, slot: int) -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "system", "content": f"{_SYSTEM} {text}"},
+            {"role": "user", "content": text},
+        ],
+        "id_slot": slot,
+        "cache_prompt": True,
+        "max_tokens": 0,
+        "n_predict": 0,
+    }
+
+
+async def probe_unified_kv(chat: ChatClient, slot: int, other: int) -> bool | None:
+    """True when a request on `other` cleared `slot`'s cache; None when the probe failed."""
+    try:
+        await chat.complete(_probe("alpha beta gamma delta", slot), _TIMEOUT)
+        await chat.complete(_probe("other", other), _TIMEOUT)
+        reply = await chat.complete(_probe("alpha beta gamma delta", slot), _TIMEOUT)
+    except LlamaError as err:
+        LOGGER.debug("Unified KV probe failed: %s", err)
+        return None
+    timings = reply.get("timings") or {}
+    return bool(timings.get("cache_n", 0) == 0 and timings.get("prompt_n", 0) > 0)
+
+
+def known_verdict(hass: HomeAssistant, url: str, props: ServerProps) -> tuple[bool, bool | None]:
+    """(known, verdict) for this server setup."""
+    found = hass.data.get(VERDICTS, {}).get(url)
+    if found is not None and found[0] == props.fingerprint:
+        return True, found[1]
+    return False, None
+
+
+def remember_verdict(hass: HomeAssistant, url: str, props: ServerProps, verdict: bool) -> None:
+    """Keep the verdict for this server setup (a failed probe is not remembered)."""
+    hass.data.setdefault(VERDICTS, {})[url] = (props.fingerprint, verdict)

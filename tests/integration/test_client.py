@@ -1,0 +1,90 @@
+"""llama-server's own endpoints: typed errors for foreign replies, one resend on a dead
+keep-alive, nothing else resent."""
+
+from __future__ import annotations
+
+from unittest.mock import AsyncMock, MagicMock
+
+import aiohttp
+import pytest
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers.aiohttp_client import async_get_clientsession
+
+from custom_components.voice_stack.client import LlamaClient
+from custom_components.voice_stack.errors import (
+    LlamaAuthError,
+    LlamaConnectionError,
+    LlamaNotServerError,
+    LlamaResponseError,
+)
+from tests.integration.fakes import FAKE_KEY, FakeLlama
+from voice_stack_dev.llama import LlamaServer
+
+
+async def test_real_server(hass: HomeAssistant, llama_text: LlamaServer) -> None:
+    """Health, typed props and the model list of a real server; a wrong key is refused."""
+    client = LlamaClient(async_get_clientsession(hass), llama_text.url, llama_text.api_key or "")
+    assert (await client.health())["status"] == "ok"
+    props = await client.props()
+    assert (props.total_slots, props.model_file, props.tool_calling) == (4, "tiny-text", True)
+    assert await client.models()
+    with pytest.raises(LlamaAuthError):
+        await LlamaClient(async_get_clientsession(hass), llama_text.url, "wrong").props()
+
+
+@pytest.mark.parametrize(
+    ("path", "code", "body", "call", "error"),
+    [
+        ("/props", 200, "[]", "props", LlamaNotServerError),
+        ("/health", 200, "<html>", "health", LlamaNotServerError),
+        ("/props", 500, "{}", "props", LlamaResponseError),
+    ],
+)
+async def test_foreign_replies(
+    hass: HomeAssistant,
+    fake: FakeLlama,
+    path: str,
+    code: int,
+    body: str,
+    call: str,
+    error: type[Exception],
+) -> None:
+    """Replies that are not llama-server's raise typed errors."""
+    fake.overrides[path] = (code, body)
+    client = LlamaClient(async_get_clientsession(hass), fake.url, FAKE_KEY)
+    with pytest.raises(error):
+        await getattr(client, call)()
+
+
+async def test_lenient_model_list_and_slot_action(hass: HomeAssistant, fake: FakeLlama) -> None:
+    """No model list is an empty one; a slot action answers its JSON; a dead server is named."""
+    client = LlamaClient(async_get_clientsession(hass), fake.url, FAKE_KEY)
+    fake.overrides["/v1/models"] = (200, "[]")
+    assert await client.models() == []
+    assert await client.slot_action(1, "save", "f.bin") == {"ok": True}
+    await fake.stop()
+    with pytest.raises(LlamaConnectionError):
+        await client.health()
+
+
+async def test_closed_keepalive_is_resent_once() -> None:
+    """A write to a keep-alive connection the server closed is sent again; nothing else is."""
+    ok = MagicMock(status=200)
+    ok.text = AsyncMock(return_value='{"status": "ok"}')
+    session = MagicMock()
+    session.request = AsyncMock(
+        side_effect=[aiohttp.ClientConnectionResetError("closing transport"), ok]
+    )
+    client = LlamaClient(session, "http://x", "")
+    assert await client.health() == {"status": "ok"}
+    assert session.request.await_count == 2
+
+    session.request = AsyncMock(side_effect=[aiohttp.ServerDisconnectedError(), ok])
+    assert await client.slot_action(0, "save", "f.bin") == {"status": "ok"}
+    assert session.request.await_count == 2  # saving a slot twice is harmless: resent
+    session.request = AsyncMock(side_effect=[aiohttp.ServerDisconnectedError(), ok])
+    with pytest.raises(LlamaConnectionError, match="disconnected"):
+        await client._request(  # a request that may have run is not resent
+            "POST", "/x", client_timeout=aiohttp.ClientTimeout(total=1)
+        ).__aenter__()
+    assert session.request.await_count == 1

@@ -1,0 +1,445 @@
+"""The conversation agent: against a real llama-server (tiny deterministic GGUFs) for what it
+sends and gets, and a fake one for the faults a real one cannot be made to show."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from homeassistant.components import conversation
+from homeassistant.components.conversation import trace
+from homeassistant.components.conversation.const import DATA_COMPONENT
+from homeassistant.config_entries import SOURCE_REAUTH
+from homeassistant.core import Context, HomeAssistant, callback
+from homeassistant.helpers import area_registry as ar
+from homeassistant.helpers import device_registry as dr
+from homeassistant.helpers import intent, llm
+from homeassistant.helpers.dispatcher import async_dispatcher_connect
+from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from custom_components.voice_stack.const import (
+    CONF_LLM_HASS_API,
+    CONF_MAX_HISTORY,
+    CONF_PROMPT_LAYOUT,
+    CONF_TIMEOUT,
+    DOMAIN,
+    LAYOUT_HA_DEFAULT,
+)
+from custom_components.voice_stack.timings import Timings, signal_timings
+from tests.integration.conftest import Server
+from tests.integration.fakes import (
+    TIMINGS,
+    FakeLlama,
+    Handler,
+    chunk,
+    slow,
+    sse,
+    status,
+    stream_bytes,
+    streaming,
+)
+from tests.integration.helpers import (
+    AREA,
+    TIME_API_ID,
+    TIME_RESULT,
+    GetTimeTool,
+    TimeAPI,
+    agent,
+    agent_entity,
+    setup_entry,
+    slot_state,
+    spy_requests,
+    subentry_id,
+)
+from voice_stack_dev.llama import LlamaServer
+from voice_stack_dev.nginx import start_proxy
+from voice_stack_dev.paths import model_path
+
+HELLO = "Hello from the tiny test model."
+
+
+async def _say(
+    hass: HomeAssistant, entry: MockConfigEntry, text: str = "hi", cid: str | None = None, **kw: Any
+) -> conversation.ConversationResult:
+    return await conversation.async_converse(
+        hass, text, cid, Context(), agent_id=agent_entity(hass, entry), **kw
+    )
+
+
+class TestTinyText:
+    """The tiny text model: always says HELLO."""
+
+    @pytest.fixture
+    def server(self, llama_text: LlamaServer) -> Server:
+        return Server(llama_text.url, llama_text.api_key or "")
+
+    @pytest.fixture
+    def agents(self) -> list[dict[str, Any]]:
+        return [agent(2)]
+
+    async def test_reply_lands_on_its_slot_and_reuses_the_cache(
+        self, hass: HomeAssistant, init_integration: MockConfigEntry, llama_text: LlamaServer
+    ) -> None:
+        """Two turns on slot 2: /slots shows the work there; the warm slot and then the first
+        turn are reused; the timings reach the dispatcher."""
+        entry = init_integration
+        seen: list[tuple[str, Timings]] = []
+        async_dispatcher_connect(
+            hass, signal_timings(entry.entry_id), callback(lambda sub, t: seen.append((sub, t)))
+        )
+        result = await _say(hass, entry, "hello")
+        assert result.response.response_type is intent.IntentResponseType.ACTION_DONE
+        assert result.response.speech["plain"]["speech"] == HELLO
+        slot = await hass.async_add_executor_job(slot_state, llama_text, 2)
+        assert slot["n_prompt_tokens"] > 0
+        first = entry.runtime_data.timings[subentry_id(entry)]
+        assert first.slot == 2
+        assert first.cached_tokens > 0, "the warm slot already held the system prefix"
+        assert first.generated_tokens > 0
+        assert first.generation_per_second is not None
+        assert first.time_to_first_token_ms is not None
+
+        result = await _say(hass, entry, "and again", result.conversation_id)
+        assert result.response.speech["plain"]["speech"] == HELLO
+        second = entry.runtime_data.timings[subentry_id(entry)]
+        assert second.cached_tokens >= first.cached_tokens + first.prompt_tokens - 2
+        assert second.cache_reuse is not None
+        assert second.cache_reuse > 50
+        assert [s for s, _ in seen] == [subentry_id(entry)] * 2
+
+    @pytest.mark.parametrize("layout", [None, LAYOUT_HA_DEFAULT])
+    async def test_prompt_layout_sent(
+        self, hass: HomeAssistant, mock_config_entry: MockConfigEntry, layout: str | None
+    ) -> None:
+        """The area sentence leaves the system prompt in the cache-stable layout only."""
+        llm.async_register_api(hass, TimeAPI(hass, GetTimeTool(), prompt=f"Use tools.\n{AREA}"))
+        sub = next(iter(mock_config_entry.subentries.values()))
+        opts: dict[str, Any] = {CONF_LLM_HASS_API: [TIME_API_ID]}
+        if layout:
+            opts[CONF_PROMPT_LAYOUT] = layout
+        hass.config_entries.async_update_subentry(mock_config_entry, sub, data={**sub.data, **opts})
+        await setup_entry(hass, mock_config_entry)
+        sent = spy_requests(mock_config_entry)
+        await _say(hass, mock_config_entry)
+        system = sent[0]["messages"][0]["content"]
+        user = sent[0]["messages"][-1]["content"]
+        names = [t["function"]["name"] for t in sent[0]["tools"]]
+        assert (sent[0]["id_slot"], sent[0]["cache_prompt"]) == (2, True)
+        if layout is None:
+            assert AREA not in system
+            assert user.startswith(AREA)
+            assert user.endswith("hi")
+            assert names == sorted(names)
+        else:
+            assert AREA in system
+            assert user == "hi"
+            assert names == ["get_time", "another_tool"]
+
+    async def test_real_assist_api_from_a_satellite(
+        self, hass: HomeAssistant, mock_config_entry: MockConfigEntry
+    ) -> None:
+        """HA's own Assist API (intent tools, exposed entities) from a satellite in an area:
+        the warm-up primed exactly the prefix the turn sends; the area goes to the user turn."""
+        from homeassistant.components.homeassistant.exposed_entities import async_expose_entity
+
+        assert await async_setup_component(hass, "homeassistant", {})
+        assert await async_setup_component(hass, "intent", {})
+        assert await async_setup_component(hass, "light", {})
+        hass.states.async_set("light.kitchen", "off", {"friendly_name": "Kitchen light"})
+        async_expose_entity(hass, conversation.DOMAIN, "light.kitchen", True)
+        sub = next(iter(mock_config_entry.subentries.values()))
+        hass.config_entries.async_update_subentry(
+            mock_config_entry, sub, data={**sub.data, CONF_LLM_HASS_API: [llm.LLM_API_ASSIST]}
+        )
+        await setup_entry(hass, mock_config_entry)
+        kitchen = ar.async_get(hass).async_create("Kitchen")
+        satellite_entry = MockConfigEntry(domain="test")
+        satellite_entry.add_to_hass(hass)
+        satellite = dr.async_get(hass).async_get_or_create(
+            config_entry_id=satellite_entry.entry_id, identifiers={("test", "sat")}
+        )
+        dr.async_get(hass).async_update_device(satellite.id, area_id=kitchen.id)
+        agent_obj = next(iter(mock_config_entry.runtime_data.agents.values()))
+        warm_sys, warm_tools = await agent_obj.stable_prefix()
+        sent = spy_requests(mock_config_entry)
+        result = await _say(hass, mock_config_entry, "hello", device_id=satellite.id)
+        assert result.response.speech["plain"]["speech"] == HELLO
+        system = sent[0]["messages"][0]["content"]
+        user = sent[0]["messages"][-1]["content"]
+        names = [t["function"]["name"] for t in sent[0]["tools"]]
+        assert warm_sys == system
+        assert [t["function"]["name"] for t in warm_tools] == names
+        assert "Kitchen light" in system
+        assert "You are in area Kitchen" not in system
+        assert user.startswith("You are in area Kitchen")
+        assert any(name.endswith("HassTurnOn") for name in names)
+        timings = mock_config_entry.runtime_data.timings[subentry_id(mock_config_entry)]
+        assert timings.cache_reuse is not None
+        assert timings.cache_reuse > 80  # warmed with the same stable prefix
+
+    async def test_volatile_context_survives_trimming(
+        self, hass: HomeAssistant, mock_config_entry: MockConfigEntry
+    ) -> None:
+        """Once trimming drops the turn that carried the area, the first kept turn carries it;
+        between trims the request only grows at its end (the cached prefix stays valid)."""
+        clock = GetTimeTool()
+        clock.name = "GetDateTime"  # so HA adds no "Current time is" line
+        llm.async_register_api(hass, TimeAPI(hass, clock, prompt=f"Use tools.\n{AREA}"))
+        sub = next(iter(mock_config_entry.subentries.values()))
+        hass.config_entries.async_update_subentry(
+            mock_config_entry,
+            sub,
+            data={**sub.data, CONF_LLM_HASS_API: [TIME_API_ID], CONF_MAX_HISTORY: 4},
+        )
+        await setup_entry(hass, mock_config_entry)
+        sent = spy_requests(mock_config_entry)
+        conversation_id = None
+        for turn in range(6):
+            result = await _say(hass, mock_config_entry, f"turn {turn}", conversation_id)
+            conversation_id = result.conversation_id
+        users = [[m["content"] for m in p["messages"] if m["role"] == "user"] for p in sent]
+        assert users[0] == [f"{AREA}\n\nturn 0"]
+        assert users[3][1:] == ["turn 1", "turn 2", "turn 3"]  # not repeated while unchanged
+        assert users[4] == [f"{AREA}\n\nturn 2", "turn 3", "turn 4"]
+        assert users[5] == [f"{AREA}\n\nturn 2", "turn 3", "turn 4", "turn 5"]
+        assert sent[5]["messages"][: len(sent[4]["messages"])] == sent[4]["messages"]
+
+    async def test_any_language(
+        self, hass: HomeAssistant, init_integration: MockConfigEntry
+    ) -> None:
+        entity = hass.data[DATA_COMPONENT].get_entity(agent_entity(hass, init_integration))
+        assert entity is not None
+        assert entity.supported_languages == "*"
+
+
+@pytest.mark.parametrize("via_proxy", [False, True], ids=["direct", "nginx-proxy"])
+async def test_tool_call_round_trip(
+    hass: HomeAssistant, llama_tool: LlamaServer, tmp_path: Path, via_proxy: bool
+) -> None:
+    """The tiny tool model calls get_time; HA runs it; the result goes back; a reply follows.
+    Through the real auth proxy, with the agent key, the pinned slot is kept."""
+    tool = GetTimeTool()
+    llm.async_register_api(hass, TimeAPI(hass, tool))
+    url, key = llama_tool.url, llama_tool.api_key or ""
+    proxy = None
+    if via_proxy:
+        proxy = await hass.async_add_executor_job(
+            partial(start_proxy, url, "proxy-Key-1", key, reserved_slots=(1,), log_dir=tmp_path)
+        )
+        url, key = proxy.url, proxy.proxy_key  # MERGE: agent_key
+    try:
+        entry = MockConfigEntry(
+            domain=DOMAIN,
+            minor_version=2,
+            data={"url": url, "api_key": key},
+            subentries_data=[agent(1, **{CONF_LLM_HASS_API: [TIME_API_ID]})],
+        )
+        entry.add_to_hass(hass)
+        await setup_entry(hass, entry)
+        sent = spy_requests(entry)
+        result = await _say(hass, entry, "what time is it")
+        assert tool.calls >= 1
+        assert result.response.speech["plain"]["speech"]
+        events = trace.async_get_traces()[-1].as_dict()["events"]
+        details = [
+            e["data"]
+            for e in events
+            if e["event_type"] == trace.ConversationTraceEventType.AGENT_DETAIL
+        ]
+        assert any("timings" in d for d in details)
+        assert any(e["event_type"] == trace.ConversationTraceEventType.TOOL_CALL for e in events)
+        assert (await hass.async_add_executor_job(slot_state, llama_tool, 1))["n_prompt_tokens"] > 0
+        tool_msgs = [m for p in sent for m in p["messages"] if m["role"] == "tool"]
+        assert json.loads(tool_msgs[0]["content"]) == {"data": TIME_RESULT, "error": False}
+        assert all(p["id_slot"] == 1 for p in sent)
+    finally:
+        if proxy:
+            await hass.async_add_executor_job(proxy.stop)
+
+
+async def test_draft_acceptance_from_a_speculative_server(
+    hass: HomeAssistant, llama_factory: Any
+) -> None:
+    """With a draft model (the tiny model drafting for itself) the agent reports acceptance."""
+    model = str(model_path("tiny-text"))
+    server = llama_factory(
+        "tiny-text", ctx_per_slot=1024, extra_args=["-md", model, "--spec-type", "draft-simple"]
+    )
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        minor_version=2,
+        data={"url": server.url, "api_key": server.api_key},
+        subentries_data=[agent(0)],
+    )
+    entry.add_to_hass(hass)
+    await setup_entry(hass, entry)
+    result = await _say(hass, entry, "hello")
+    assert result.response.speech["plain"]["speech"] == HELLO
+    timings = entry.runtime_data.timings[subentry_id(entry)]
+    assert timings.draft_tokens
+    assert timings.draft_acceptance is not None
+    assert 0 < timings.draft_acceptance <= 100
+
+
+# --- faults (fake server) ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def agents() -> list[dict[str, Any]]:
+    """A fault must show within the test: a short timeout."""
+    return [agent(0, **{CONF_TIMEOUT: 0.5})]
+
+
+@pytest.mark.parametrize(
+    ("handler", "spoken"),
+    [
+        (status(500), "reported an error: fake 500"),
+        (
+            status(400, "exceed_context_size_error", n_prompt_tokens=5000, n_ctx=4096),
+            "too long for the model's context (5000 of 4096 tokens)",
+        ),
+        (status(502), "Cannot reach the language model server"),
+        (status(504), "Cannot reach the language model server"),
+        (status(503, "unavailable_error"), "still loading its model"),
+        (slow(3), "did not answer within 0.5 seconds"),
+        (streaming(sse(chunk({"content": "Hi"})), close_early=True), "stopped in the middle"),
+        (streaming(sse(chunk({"content": "Hi"}))), "stopped in the middle"),
+        (streaming(b"data: {not json\n\n"), "stopped in the middle"),
+        (
+            streaming(sse(chunk({"content": "Hi"}), {"error": {"code": 500, "message": "boom"}})),
+            "reported an error: boom",
+        ),
+    ],
+    ids=[
+        "500",
+        "context",
+        "502",
+        "504",
+        "loading",
+        "timeout",
+        "dropped",
+        "no-finish",
+        "garbage",
+        "error-event",
+    ],
+)
+async def test_fault_is_spoken_and_the_next_turn_recovers(
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    fake: FakeLlama,
+    handler: Handler,
+    spoken: str,
+) -> None:
+    """Each fault becomes a short translated message; the next turn works again."""
+    good = fake.chat
+    fake.chat = handler
+    result = await _say(hass, init_integration)
+    assert result.response.response_type is intent.IntentResponseType.ERROR
+    assert spoken in result.response.speech["plain"]["speech"]
+    fake.chat = good
+    result = await _say(hass, init_integration)
+    assert result.response.speech["plain"]["speech"] == "Hi there."
+
+
+async def test_rejected_key_starts_reauth(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+) -> None:
+    fake.chat = status(401, "authentication_error")
+    result = await _say(hass, init_integration)
+    assert "rejected the key" in result.response.speech["plain"]["speech"]
+    await hass.async_block_till_done()
+    flows = hass.config_entries.flow.async_progress_by_handler(DOMAIN)
+    assert [f["context"]["source"] for f in flows] == [SOURCE_REAUTH]
+
+
+async def test_dead_server(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+) -> None:
+    """A server that went away: "cannot reach", not a hang."""
+    await fake.stop()
+    result = await _say(hass, init_integration)
+    assert "Cannot reach" in result.response.speech["plain"]["speech"]
+
+
+async def test_reasoning_is_never_spoken(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+) -> None:
+    fake.chat = streaming(
+        sse(
+            chunk({"role": "assistant", "reasoning_content": "Let me think."}),
+            chunk({"content": "<thi"}),
+            chunk({"content": "nk>hidden</th"}),
+            chunk({"content": "ink>The light is on."}),
+            chunk({}, "stop"),
+            {
+                **chunk({}),
+                "choices": [],
+                "usage": {"prompt_tokens": 15, "completion_tokens": 3, "total_tokens": 18},
+                "timings": TIMINGS,
+            },
+            "data: [DONE]\n\n",
+        )
+    )
+    result = await _say(hass, init_integration)
+    assert result.response.speech["plain"]["speech"] == "The light is on."
+    assert init_integration.runtime_data.timings[subentry_id(init_integration)].cached_tokens == 10
+
+
+async def test_streamed_tool_call_fragments_and_its_result(
+    hass: HomeAssistant, mock_config_entry: MockConfigEntry, fake: FakeLlama
+) -> None:
+    """Arguments split over several deltas are joined; the tool result is sent back."""
+    tool = GetTimeTool()
+    llm.async_register_api(hass, TimeAPI(hass, tool))
+    sub = next(iter(mock_config_entry.subentries.values()))
+    hass.config_entries.async_update_subentry(
+        mock_config_entry, sub, data={**sub.data, CONF_LLM_HASS_API: [TIME_API_ID]}
+    )
+    await setup_entry(hass, mock_config_entry)
+    first = {
+        "index": 0,
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "get_", "arguments": '{"a'},
+    }
+    second = {"index": 0, "function": {"name": "time", "arguments": '": 1}'}}
+    replies = [
+        sse(
+            chunk({"tool_calls": [first]}), chunk({"tool_calls": [second]}), chunk({}, "tool_calls")
+        )
+    ]
+
+    async def handler(request: Any) -> Any:
+        body = (
+            replies.pop(0) if replies else sse(chunk({"content": "It is noon."}), chunk({}, "stop"))
+        )
+        return await stream_bytes(request, body)
+
+    fake.chat = handler
+    result = await _say(hass, mock_config_entry)
+    assert result.response.speech["plain"]["speech"] == "It is noon."
+    assert tool.calls == 1
+    assert fake.requests[-1]["messages"][-1]["role"] == "tool"
+    assert fake.requests[-2]["messages"][-1]["role"] == "user"
+
+
+async def test_a_question_keeps_the_satellite_listening(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+) -> None:
+    good = fake.chat
+    fake.chat = streaming(sse(chunk({"content": "Which room?"}), chunk({}, "stop")))
+    result = await _say(hass, init_integration)
+    assert result.continue_conversation is True
+    fake.chat = good
+    result = await _say(hass, init_integration, "kitchen", result.conversation_id)
+    assert result.continue_conversation is False
+    assert [m["role"] for m in fake.requests[-1]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]

@@ -1,0 +1,44 @@
+"""Diagnostics: what every poller and the warm-up saw, the agents and their last timings; never
+the key, the prompt or a URL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from freezegun.api import FrozenDateTimeFactory
+from homeassistant.core import HomeAssistant
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.components.diagnostics import (
+    get_diagnostics_for_config_entry,
+)
+from syrupy.assertion import SnapshotAssertion
+from syrupy.filters import props
+
+from tests.integration.fakes import FAKE_KEY, FakeGateway
+from tests.integration.helpers import agent
+
+
+@pytest.fixture
+def gateway_url(fake_gateway: FakeGateway) -> str:
+    return fake_gateway.url
+
+
+@pytest.fixture
+def agents() -> list[dict[str, Any]]:
+    return [agent(0, 1, title="Voice", prompt="A secret household prompt")]
+
+
+async def test_diagnostics(
+    freezer: FrozenDateTimeFactory,
+    hass: HomeAssistant,
+    init_integration: MockConfigEntry,
+    hass_client: Any,
+    snapshot: SnapshotAssertion,
+) -> None:
+    diag = await get_diagnostics_for_config_entry(hass, hass_client, init_integration)
+    text = str(diag)
+    for secret in (FAKE_KEY, "A secret household prompt", "127.0.0.1"):
+        assert secret not in text, secret
+    # `at` is the monotonic clock of the scrape: it differs from run to run
+    assert diag == snapshot(exclude=props("at"))

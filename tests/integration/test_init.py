@@ -1,0 +1,90 @@
+"""Setting an entry up and down: runtime data built once and complete, setup errors,
+migration of one-slot agents to slot pools, removal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from homeassistant.config_entries import SOURCE_REAUTH, ConfigEntryState
+from homeassistant.core import HomeAssistant
+from homeassistant.helpers import issue_registry as ir
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from custom_components.voice_stack.const import CONF_SLOT, CONF_SLOTS, DOMAIN
+from tests.integration.fakes import FakeLlama
+from tests.integration.helpers import agent, issues, setup_entry
+
+
+async def test_runtime_data_is_complete(
+    hass: HomeAssistant, init_integration: MockConfigEntry
+) -> None:
+    """Every part exists from the start (no optional fields, nothing filled in later)."""
+    data = init_integration.runtime_data
+    assert data.coordinators.llm.data is not None
+    assert data.coordinators.proxy.data is not None
+    assert data.coordinators.gateway is None  # none configured
+    assert list(data.agents) == list(init_integration.subentries)
+    assert data.watcher.primer.save_supported is None  # the agent does not save its slot
+    assert await hass.config_entries.async_unload(init_integration.entry_id)
+    assert init_integration.state is ConfigEntryState.NOT_LOADED
+
+
+async def test_setup_with_a_rejected_key_starts_reauth(
+    hass: HomeAssistant, fake: FakeLlama, mock_config_entry: MockConfigEntry
+) -> None:
+    fake.key = "another-key"
+    await setup_entry(hass, mock_config_entry)
+    assert mock_config_entry.state is ConfigEntryState.SETUP_ERROR
+    flows = hass.config_entries.flow.async_progress_by_handler(DOMAIN)
+    assert [f["context"]["source"] for f in flows] == [SOURCE_REAUTH]
+
+
+async def test_setup_against_a_dead_server_retries(
+    hass: HomeAssistant, fake: FakeLlama, mock_config_entry: MockConfigEntry
+) -> None:
+    await fake.stop()
+    await setup_entry(hass, mock_config_entry)
+    assert mock_config_entry.state is ConfigEntryState.SETUP_RETRY
+
+
+async def test_one_slot_agents_become_slot_pools(hass: HomeAssistant, fake: FakeLlama) -> None:
+    """Entries of version 1.1 keep their agents' slots, now as pools."""
+    old: list[dict[str, Any]] = []
+    for slot in (0, 2):
+        raw = agent(slot)
+        raw["data"] = {k: v for k, v in raw["data"].items() if k != CONF_SLOTS} | {CONF_SLOT: slot}
+        old.append(raw)
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        minor_version=1,
+        data={"url": fake.url, "api_key": fake.key},
+        subentries_data=old,
+    )
+    entry.add_to_hass(hass)
+    await setup_entry(hass, entry)
+    assert entry.state is ConfigEntryState.LOADED
+    assert entry.minor_version == 2
+    assert [s.data[CONF_SLOTS] for s in entry.subentries.values()] == [[0], [2]]
+    assert all(CONF_SLOT not in s.data for s in entry.subentries.values())
+    assert [a.slots for a in entry.runtime_data.agents.values()] == [(0,), (2,)]
+
+
+async def test_a_newer_entry_is_not_downgraded(hass: HomeAssistant, fake: FakeLlama) -> None:
+    entry = MockConfigEntry(domain=DOMAIN, version=2, data={"url": fake.url, "api_key": fake.key})
+    entry.add_to_hass(hass)
+    await setup_entry(hass, entry)
+    assert entry.state is ConfigEntryState.MIGRATION_ERROR
+
+
+async def test_removing_the_entry_removes_its_issues(hass: HomeAssistant, fake: FakeLlama) -> None:
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        minor_version=2,
+        data={"url": fake.url, "api_key": fake.key},
+        subentries_data=[agent(0), agent(0)],
+    )
+    entry.add_to_hass(hass)
+    await setup_entry(hass, entry)
+    assert issues(hass, entry) == {"shared_slot_0"}
+    await hass.config_entries.async_remove(entry.entry_id)
+    assert not [i for d, i in ir.async_get(hass).issues if d == DOMAIN]

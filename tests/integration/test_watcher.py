@@ -1,0 +1,166 @@
+"""The slot warm-up, driven by what the llama-server coordinator observes: at setup, after a
+restart (within one poll), after an outage, and when another client ran a task on our slot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from homeassistant.components import conversation
+from homeassistant.core import Context, HomeAssistant
+from homeassistant.helpers import intent
+from pytest_homeassistant_custom_component.common import MockConfigEntry
+
+from custom_components.voice_stack.const import (
+    CONF_MODEL,
+    CONF_PROMPT,
+    CONF_REASONING,
+    REASONING_DISABLED,
+)
+from custom_components.voice_stack.watcher import Observation, slots_to_warm
+from tests.integration.conftest import Server
+from tests.integration.fakes import FakeLlama
+from tests.integration.helpers import agent, agent_entity, poll, setup_entry, slot_state
+from voice_stack_dev.llama import LlamaServer
+
+
+def _seen(
+    process: str = "p", tasks: dict[int, int | None] | None = None, sent: int = 1
+) -> Observation:
+    tasks = tasks if tasks is not None else {0: 5}
+    return Observation(True, process, tasks, dict.fromkeys(tasks, sent), frozenset())
+
+
+def test_which_slots_need_warming() -> None:
+    """First sight, back up and a new process warm all; a foreign task warms its slot only."""
+    slots = {0, 1}
+    down = Observation(False, None, {}, {}, frozenset())
+    assert slots_to_warm(None, _seen(), slots) == slots
+    assert slots_to_warm(down, _seen(), slots) == slots
+    assert slots_to_warm(_seen(), down, slots) == set()
+    assert slots_to_warm(_seen("p"), _seen("q"), slots) == slots
+    assert slots_to_warm(_seen(tasks={0: 5, 1: 7}), _seen(tasks={0: 5, 1: 7}), slots) == set()
+    foreign = _seen(tasks={0: 5, 1: 9})
+    assert slots_to_warm(_seen(tasks={0: 5, 1: 7}), foreign, slots) == {1}
+    ours = _seen(tasks={0: 6, 1: 7}, sent=2)  # we sent a request in between
+    assert slots_to_warm(_seen(tasks={0: 5, 1: 7}), ours, slots) == set()
+
+
+@pytest.fixture
+def agents() -> list[dict[str, Any]]:
+    """An agent that names a model and turns thinking off (both sent with the warm-up)."""
+    return [agent(0, **{CONF_MODEL: "m", CONF_REASONING: REASONING_DISABLED})]
+
+
+async def test_warm_up_follows_what_the_coordinator_sees(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+) -> None:
+    """Setup warms; a steady server is left alone; a new process, an outage and a task that
+    Voice Stack did not send each warm again, at the next poll."""
+    entry = init_integration
+    probe = [r for r in fake.warm_requests if "unified KV" in r["messages"][0]["content"]]
+    assert [r["id_slot"] for r in probe] == [0, 1, 0]  # the agent's slot, the next, again
+    (warm,) = [r for r in fake.warm_requests if r not in probe]
+    assert warm["id_slot"] == 0
+    assert (warm["model"], warm["chat_template_kwargs"]) == ("m", {"enable_thinking": False})
+    fake.slots[0]["id_task"] = 5
+    await poll(hass, entry)  # our warm-up explains the new task
+    count = len(fake.warm_requests)
+    await poll(hass, entry)
+    assert len(fake.warm_requests) == count, "steady: nothing sent"
+    # From here on the unified-KV verdict is known: each warm-up is one request.
+
+    fake.props = {**fake.props, "media_marker": "<__new_process__>"}
+    await poll(hass, entry)
+    assert len(fake.warm_requests) == count + 1
+
+    fake.overrides["/health"] = (503, '{"error": {"type": "unavailable_error"}}')
+    await poll(hass, entry)
+    del fake.overrides["/health"]
+    await poll(hass, entry)
+    assert len(fake.warm_requests) == count + 2
+    await poll(hass, entry)  # this poll sees our warm-up's request counted
+
+    fake.slots[0]["id_task"] = 99  # another client ran a task on the agent's slot
+    await poll(hass, entry)
+    assert len(fake.warm_requests) == count + 3
+
+
+async def test_failed_warm_up_is_retried(
+    hass: HomeAssistant,
+    fake: FakeLlama,
+    mock_config_entry: MockConfigEntry,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A warm-up the server refuses is retried after every poll, its warning logged once."""
+    fake.overrides["/v1/chat/completions"] = (500, '{"error": {"code": 500, "message": "x"}}')
+    await setup_entry(hass, mock_config_entry)
+    await poll(hass, mock_config_entry)
+    assert caplog.text.count("Could not warm slot 0") == 1
+    del fake.overrides["/v1/chat/completions"]
+    await poll(hass, mock_config_entry)
+    assert "Warmed slot 0 for Agent slot 0 again" in caplog.text
+    count = len(fake.warm_requests)
+    await poll(hass, mock_config_entry)
+    assert len(fake.warm_requests) == count
+
+
+async def test_bad_template_is_logged_and_the_turn_fails_clearly(
+    hass: HomeAssistant,
+    fake: FakeLlama,
+    mock_config_entry: MockConfigEntry,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A broken instructions template: logged (once), and a turn answers with an error."""
+    subentry = next(iter(mock_config_entry.subentries.values()))
+    hass.config_entries.async_update_subentry(
+        mock_config_entry, subentry, data={**subentry.data, CONF_PROMPT: "{{ broken"}
+    )
+    await setup_entry(hass, mock_config_entry)
+    await poll(hass, mock_config_entry)
+    assert caplog.text.count("Could not render the prompt") == 1
+    result = await conversation.async_converse(
+        hass, "hi", None, Context(), agent_id=agent_entity(hass, mock_config_entry)
+    )
+    assert result.response.response_type is intent.IntentResponseType.ERROR
+
+
+class TestRealServer:
+    """Against a real llama-server that the test restarts."""
+
+    @pytest.fixture
+    def llama(self, llama_factory: Any) -> LlamaServer:
+        return llama_factory("tiny-text", ctx_per_slot=1024)
+
+    @pytest.fixture
+    def server(self, llama: LlamaServer) -> Server:
+        return Server(llama.url, llama.api_key or "")
+
+    @pytest.fixture
+    def agents(self) -> list[dict[str, Any]]:
+        return [agent(1, 2)]
+
+    async def test_restart_is_warmed_within_one_poll(
+        self, hass: HomeAssistant, init_integration: MockConfigEntry, llama: LlamaServer
+    ) -> None:
+        """Both pool slots are primed at setup; after llama-server restarts, one poll primes
+        them again, so the first request finds its prefix cached."""
+        for slot in (1, 2):
+            assert (await hass.async_add_executor_job(slot_state, llama, slot))[
+                "n_prompt_tokens"
+            ] > 0
+        await hass.async_add_executor_job(llama.restart)
+        for slot in (1, 2):
+            assert "id_task" not in await hass.async_add_executor_job(slot_state, llama, slot)
+
+        await poll(hass, init_integration)
+        for slot in (1, 2):
+            assert (await hass.async_add_executor_job(slot_state, llama, slot))[
+                "n_prompt_tokens"
+            ] > 0
+        result = await conversation.async_converse(
+            hass, "hello", None, Context(), agent_id=agent_entity(hass, init_integration)
+        )
+        assert result.response.speech["plain"]["speech"] == "Hello from the tiny test model."
+        timings = next(iter(init_integration.runtime_data.timings.values()))
+        assert timings.cached_tokens > 0, "the first request after the restart hit the warm slot"
