@@ -55,6 +55,7 @@ check_buildx() {
   (($(files | grep -c '^/') > 1)) || return 0
   local version
   version="$("$(docker_bin)" buildx version 2>/dev/null | awk '{print $2}' || true)"
+  version="${version#v}"
   if [[ -z "$version" ]]; then
     fail_host "a *_BUILD_CONTEXT is set but docker buildx is missing:" \
       "install docker-buildx-plugin $MIN_BUILDX or newer"
