@@ -132,6 +132,7 @@ CASES = [
         headers=(("Content-Encoding", "gzip"),),
     ),
     g("%u escape llama-server decodes", "/v1/%u0063hat/completions", chat_body(), **NOT_JSON),
+    g("%25u: '%u' after nginx decodes", "/v1/%25u0063hat/completions", chat_body(), **NOT_JSON),
     Case("GET on a generation path", "general", "GET", CHAT, None, "refused", 405),
     # generation llama-server cannot steer: refused unless opted in
     g("/v1/messages", "/v1/messages", chat_body(',"model":"x"'), **FORBIDDEN),
