@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by ./stack: what `up` would otherwise only find out half-way. Each failure says what
 # to install or change. Without a reachable Docker engine (validating on a laptop, say) the
 # checks are skipped with a note, and `check` still validates the files.
