@@ -63,7 +63,6 @@ SID_QJS = NginxBuild(
     "sid-quickjs", CACHE / "bin" / "nginx-sid", _SID_MODULE / "ngx_http_js_module.so", "qjs"
 )
 BUILDS = (BOOKWORM, SID_NJS, SID_QJS)
-NGINX = BOOKWORM.binary  # for a plain syntax check of the template
 
 _MAIN_CONF = """\
 load_module {module};

@@ -23,7 +23,7 @@ from tests.compose.stack_helpers import (
     write_env_file,
 )
 from voice_stack_dev.llama import LlamaServer
-from voice_stack_dev.nginx import NGINX, TEMPLATE, envsubst, render_prefix
+from voice_stack_dev.nginx import BUILDS, TEMPLATE, NginxBuild, envsubst, render_prefix
 from voice_stack_dev.paths import LLAMA_SERVER, MODELS, venv_bin
 from voice_stack_dev.procs import free_port
 from voice_stack_dev.rawhttp import call
@@ -322,7 +322,10 @@ def test_real_llama_server_accepts_the_llm_command(
         server.stop()
 
 
-def test_template_renders_from_the_llm_auth_environment(env_file: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("build", BUILDS, ids=[build.name for build in BUILDS])
+def test_template_renders_from_the_llm_auth_environment(
+    env_file: Path, tmp_path: Path, build: NginxBuild
+) -> None:
     """Every ${LLM_*} in the template is provided by compose, and nginx accepts the result."""
     environment = model(env_file)["services"]["llm-auth"]["environment"]
     referenced = set(re.findall(r"\$\{(LLM_[A-Z_]+)\}", TEMPLATE.read_text()))
@@ -338,9 +341,10 @@ def test_template_renders_from_the_llm_auth_environment(env_file: Path, tmp_path
     assert "${" not in rendered
     assert "$vs_upstream" in rendered  # nginx's own variables survive
     assert "$http_host" in rendered
-    main = render_prefix(tmp_path, local, tmp_path / "main-error.log")
+    main = render_prefix(tmp_path, local, tmp_path / "main-error.log", build=build)
     result = subprocess.run(
-        [str(NGINX), "-t", "-p", f"{tmp_path}/", "-c", str(main), "-e", str(tmp_path / "t.log")],
+        [str(build.binary), "-t", "-p", f"{tmp_path}/", "-c", str(main), "-e",
+         str(tmp_path / "t.log")],
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,7 @@ from tests.compose.proxy_helpers import (
     slot_of,
 )
 from voice_stack_dev.llama import LlamaServer
-from voice_stack_dev.nginx import TEST_AGENT_KEY, NginxBuild, NginxProxy, start_proxy
+from voice_stack_dev.nginx import TEST_AGENT_KEY, NginxProxy
 from voice_stack_dev.rawhttp import bearer, call, open_request
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
@@ -134,74 +133,44 @@ def test_both_keys_reach_llama_server_with_its_own_key(
 
 
 def test_client_token_is_never_forwarded(
-    llama_factory: Callable[..., LlamaServer], service_logs: Path, nginx_build: NginxBuild
+    llama_factory: Callable[..., LlamaServer], proxy_factory: Callable[..., NginxProxy]
 ) -> None:
     """A llama-server that accepts only a client's token refuses everything the proxy sends."""
     for client_key in (PROXY_KEY, TEST_AGENT_KEY):
         llama = llama_factory("tiny-text", api_key=client_key, ctx_per_slot=512)
-        proxy = start_proxy(
-            llama.url, PROXY_KEY, "the-upstream-key_0123", log_dir=service_logs, build=nginx_build
-        )
-        try:
-            headers = [*bearer(client_key), ("X-Api-Key", client_key)]
-            reply = call(proxy.url, "GET", "/v1/models", headers)
-            assert reply.status == 401
-            assert "www-authenticate" not in reply.headers  # llama-server's 401, not the proxy's
-            (line,) = request_lines(proxy, "GET", "/v1/models", 1)
-            assert "urt=- " not in line  # it went upstream
-        finally:
-            proxy.stop()
+        proxy = proxy_factory(llama.url, "the-upstream-key_0123")
+        headers = [*bearer(client_key), ("X-Api-Key", client_key)]
+        reply = call(proxy.url, "GET", "/v1/models", headers)
+        assert reply.status == 401
+        assert "www-authenticate" not in reply.headers  # llama-server's 401, not the proxy's
+        (line,) = request_lines(proxy, "GET", "/v1/models", 1)
+        assert "urt=- " not in line  # it went upstream
 
 
-def test_without_an_agent_key_nobody_gets_the_reserved_slots(
-    llama_text: LlamaServer, service_logs: Path, nginx_build: NginxBuild
+@pytest.mark.parametrize("agent_key", ["", PROXY_KEY], ids=["no agent key", "same as general"])
+def test_without_a_distinct_agent_key_nobody_gets_the_reserved_slots(
+    llama_text: LlamaServer, proxy_factory: Callable[..., NginxProxy], agent_key: str
 ) -> None:
-    proxy = start_proxy(
-        llama_text.url, PROXY_KEY, str(llama_text.api_key), agent_key="",
-        log_dir=service_logs, build=nginx_build,
-    )  # fmt: skip
-    try:
-        status = call(proxy.url, "GET", "/proxy/status", bearer(PROXY_KEY)).json()
-        assert (status["scoped_keys"], status["key_scope"]) == (False, "general")
-        assert call(proxy.url, "GET", "/v1/models", bearer(TEST_AGENT_KEY)).status == 401
-        for n in range(3):
-            pinned = chat(f"no agent key {n}", id_slot=0)
-            assert slot_of(proxy, llama_text, CHAT, pinned, bearer(PROXY_KEY)) != 0
-    finally:
-        proxy.stop()
-
-
-def test_an_agent_key_equal_to_the_general_key_is_ignored(
-    llama_text: LlamaServer, service_logs: Path, nginx_build: NginxBuild
-) -> None:
-    """compose/stack refuses it; should it slip through, the key keeps the general scope."""
-    proxy = start_proxy(
-        llama_text.url, PROXY_KEY, str(llama_text.api_key), agent_key=PROXY_KEY,
-        log_dir=service_logs, build=nginx_build,
-    )  # fmt: skip
-    try:
-        status = call(proxy.url, "GET", "/proxy/status", bearer(PROXY_KEY)).json()
-        assert (status["scoped_keys"], status["key_scope"]) == (False, "general")
-        pinned = chat("same key", id_slot=0)
+    """compose/stack refuses both; should one slip through, the general scope holds."""
+    proxy = proxy_factory(llama_text.url, str(llama_text.api_key), agent_key=agent_key)
+    status = call(proxy.url, "GET", "/proxy/status", bearer(PROXY_KEY)).json()
+    assert (status["scoped_keys"], status["key_scope"]) == (False, "general")
+    assert call(proxy.url, "GET", "/v1/models", bearer(TEST_AGENT_KEY)).status == 401
+    for n in range(3):
+        pinned = chat(f"no agent key {n}", id_slot=0)
         assert slot_of(proxy, llama_text, CHAT, pinned, bearer(PROXY_KEY)) != 0
-    finally:
-        proxy.stop()
 
 
 def test_base64_alphabet_keys(
-    llama_text: LlamaServer, service_logs: Path, nginx_build: NginxBuild
+    llama_text: LlamaServer, proxy_factory: Callable[..., NginxProxy]
 ) -> None:
     key, agent_key = "aB3+/=._~-Zz0123456789==", "Zz9~._-+/=aB0123456789=="  # compose/stack's set
-    proxy = start_proxy(
-        llama_text.url, key, str(llama_text.api_key), agent_key=agent_key,
-        log_dir=service_logs, build=nginx_build,
-    )  # fmt: skip
-    try:
-        for k in (key, agent_key):
-            assert call(proxy.url, "GET", "/v1/models", bearer(k)).status == 200
-            assert call(proxy.url, "GET", "/v1/models", bearer(k.swapcase())).status == 401
-    finally:
-        proxy.stop()
+    proxy = proxy_factory(
+        llama_text.url, str(llama_text.api_key), proxy_key=key, agent_key=agent_key
+    )
+    for k in (key, agent_key):
+        assert call(proxy.url, "GET", "/v1/models", bearer(k)).status == 200
+        assert call(proxy.url, "GET", "/v1/models", bearer(k.swapcase())).status == 401
 
 
 # --- streaming and upstream restarts --------------------------------------------------------
@@ -231,35 +200,24 @@ def test_stream_arrives_while_llama_server_is_still_generating(
 
 
 def test_proxy_survives_llama_server_restart(
-    llama_factory: Callable[..., LlamaServer], service_logs: Path, nginx_build: NginxBuild
+    llama_factory: Callable[..., LlamaServer], proxy_factory: Callable[..., NginxProxy]
 ) -> None:
     llama = llama_factory("tiny-text", ctx_per_slot=512)
-    proxy = start_proxy(
-        llama.url, PROXY_KEY, str(llama.api_key), log_dir=service_logs, build=nginx_build
-    )
-    try:
-        assert call(proxy.url, "POST", CHAT, general(proxy), chat("before")).status == 200
-        llama.restart()
-        assert call(proxy.url, "POST", CHAT, agent(proxy), chat("after")).status == 200
-    finally:
-        proxy.stop()
+    proxy = proxy_factory(llama.url, str(llama.api_key))
+    assert call(proxy.url, "POST", CHAT, general(proxy), chat("before")).status == 200
+    llama.restart()
+    assert call(proxy.url, "POST", CHAT, agent(proxy), chat("after")).status == 200
 
 
 def test_status_follows_the_configured_slots(
-    llama_factory: Callable[..., LlamaServer], service_logs: Path, nginx_build: NginxBuild
+    llama_factory: Callable[..., LlamaServer], proxy_factory: Callable[..., NginxProxy]
 ) -> None:
     llama = llama_factory("tiny-text", n_parallel=3, ctx_per_slot=512)
-    proxy = start_proxy(
-        llama.url, PROXY_KEY, str(llama.api_key), total_slots=3, reserved_slots=(0, 1),
-        log_dir=service_logs, build=nginx_build,
-    )  # fmt: skip
-    try:
-        assert call(proxy.url, "GET", "/proxy/status").json()["reserved_slots"] == [0, 1]
-        for n in range(5):
-            assert slot_of(proxy, llama, CHAT, chat(f"two reserved {n}"), general(proxy)) == 2
-        assert slot_of(proxy, llama, CHAT, chat("pinned", id_slot=1), agent(proxy)) == 1
-    finally:
-        proxy.stop()
+    proxy = proxy_factory(llama.url, str(llama.api_key), total_slots=3, reserved_slots=(0, 1))
+    assert call(proxy.url, "GET", "/proxy/status").json()["reserved_slots"] == [0, 1]
+    for n in range(5):
+        assert slot_of(proxy, llama, CHAT, chat(f"two reserved {n}"), general(proxy)) == 2
+    assert slot_of(proxy, llama, CHAT, chat("pinned", id_slot=1), agent(proxy)) == 1
 
 
 def test_keys_never_reach_the_logs(llm_proxy: NginxProxy, llama_text: LlamaServer) -> None:

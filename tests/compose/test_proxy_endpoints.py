@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.compose.conftest import PROXY_KEY
+from tests.compose.conftest import PROXY_KEY, RECORDED_UPSTREAM_KEY, running
 from tests.compose.proxy_helpers import CHAT, agent, chat, general, raw_post, refusal
 from tests.compose.recording_upstream import RecordingUpstream
-from voice_stack_dev.llama import LlamaServer, start_llama
+from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import TEST_AGENT_KEY, NginxBuild, NginxProxy, start_proxy
 from voice_stack_dev.procs import free_port
 from voice_stack_dev.rawhttp import call
@@ -23,20 +23,6 @@ from voice_stack_dev.rawhttp import call
 pytestmark = pytest.mark.usefixtures("socket_enabled")
 
 WARM = chat("remember this conversation", system="You are the voice agent." * 20)
-
-
-@pytest.fixture(scope="module")
-def slots_llama(
-    tmp_path_factory: pytest.TempPathFactory, service_logs: Path
-) -> Iterator[LlamaServer]:
-    server = start_llama(
-        "tiny-text", ctx_per_slot=1024, log_dir=service_logs,
-        extra_args=["--slot-save-path", str(tmp_path_factory.mktemp("slot-files"))],
-    )  # fmt: skip
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +34,8 @@ def slots_proxy(
         slots_llama.url, PROXY_KEY, str(slots_llama.api_key), allow_control="slots",
         log_dir=service_logs, build=nginx_build,
     )  # fmt: skip
-    try:
+    with running(proxy):
         yield proxy
-    finally:
-        proxy.stop()
 
 
 def cached_tokens(proxy: NginxProxy, slot: int) -> int:
@@ -115,13 +99,11 @@ def opted_in(
     recorder: RecordingUpstream, service_logs: Path, nginx_build: NginxBuild
 ) -> Iterator[NginxProxy]:
     proxy = start_proxy(
-        recorder.url, PROXY_KEY, "recorded-upstream-key_0123", allow_unpinned="messages,rerank",
+        recorder.url, PROXY_KEY, RECORDED_UPSTREAM_KEY, allow_unpinned="messages,rerank",
         allow_control="lora,streams", log_dir=service_logs, build=nginx_build,
     )  # fmt: skip
-    try:
+    with running(proxy):
         yield proxy
-    finally:
-        proxy.stop()
 
 
 @pytest.mark.parametrize(
@@ -190,39 +172,22 @@ def test_agent_bodies_with_an_invalid_slot_are_refused(recorded_proxy: NginxProx
 
 
 def test_a_key_in_the_query_string_is_not_logged_when_the_upstream_fails(
-    service_logs: Path, nginx_build: NginxBuild
+    proxy_factory: Callable[..., NginxProxy],
 ) -> None:
-    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    proxy = start_proxy(dead, PROXY_KEY, "upstream-key_0123456789", log_dir=service_logs,
-                        build=nginx_build)  # fmt: skip
-    try:
-        for headers, path in ((general(proxy), f"/v1/models?api_key={PROXY_KEY}"),
-                              (agent(proxy), f"/slots?key={TEST_AGENT_KEY}"),
-                              (agent(proxy), f"{CHAT}?key={TEST_AGENT_KEY}")):  # fmt: skip
-            method = "POST" if path.startswith(CHAT) else "GET"
-            reply = call(proxy.url, method, path, headers, chat("x") if method == "POST" else None)
-            assert reply.status == 502
-        deadline = time.monotonic() + 10
-        while proxy.access_log.read_text().count(" 502 ") < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        logs = "".join(path.read_text() for path in proxy.conf_dir.glob("*.log"))
-        assert logs.count("ust=502") == 3
-        for secret in (PROXY_KEY, TEST_AGENT_KEY, "upstream-key_0123456789"):
-            assert secret not in logs
-    finally:
-        proxy.stop()
-
-
-@pytest.fixture
-def impatient_proxy(
-    recorder: RecordingUpstream, service_logs: Path, nginx_build: NginxBuild
-) -> Iterator[NginxProxy]:
-    proxy = start_proxy(recorder.url, PROXY_KEY, "recorded-upstream-key_0123", client_timeout="1s",
-                        log_dir=service_logs, build=nginx_build)  # fmt: skip
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
+    proxy = proxy_factory(f"http://127.0.0.1:{free_port()}", "upstream-key_0123456789")  # dead
+    for headers, path in ((general(proxy), f"/v1/models?api_key={PROXY_KEY}"),
+                          (agent(proxy), f"/slots?key={TEST_AGENT_KEY}"),
+                          (agent(proxy), f"{CHAT}?key={TEST_AGENT_KEY}")):  # fmt: skip
+        method = "POST" if path.startswith(CHAT) else "GET"
+        reply = call(proxy.url, method, path, headers, chat("x") if method == "POST" else None)
+        assert reply.status == 502
+    deadline = time.monotonic() + 10
+    while proxy.access_log.read_text().count(" 502 ") < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    logs = "".join(path.read_text() for path in proxy.conf_dir.glob("*.log"))
+    assert logs.count("ust=502") == 3
+    for secret in (PROXY_KEY, TEST_AGENT_KEY, "upstream-key_0123456789"):
+        assert secret not in logs
 
 
 def closed_by_proxy(sock: socket.socket) -> bool:
@@ -240,13 +205,14 @@ def closed_by_proxy(sock: socket.socket) -> bool:
 
 @pytest.mark.parametrize("stall", ["headers", "body"])
 def test_a_stalled_client_is_dropped_and_nothing_is_forwarded(
-    impatient_proxy: NginxProxy, recorder: RecordingUpstream, stall: str
+    proxy_factory: Callable[..., NginxProxy], recorder: RecordingUpstream, stall: str
 ) -> None:
+    proxy = proxy_factory(recorder.url, RECORDED_UPSTREAM_KEY, client_timeout="1s")
     recorder.take()
     head = f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {PROXY_KEY}\r\n"
     if stall == "body":
         head += "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n" + '{"messages"'
-    with socket.create_connection(("127.0.0.1", impatient_proxy.port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as sock:
         sock.sendall(head.encode())
         assert closed_by_proxy(sock)
     assert recorder.take() == []

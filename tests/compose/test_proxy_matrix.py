@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.compose.conftest import PROXY_KEY
+from tests.compose.conftest import PROXY_KEY, RECORDED_UPSTREAM_KEY, running
 from tests.compose.proxy_helpers import slot_tasks, slots_used
 from tests.compose.recording_upstream import RecordingUpstream
-from voice_stack_dev.llama import LlamaServer, start_llama
+from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import NginxBuild, NginxProxy, start_proxy
 from voice_stack_dev.rawhttp import Reply, call
 
@@ -219,41 +219,28 @@ def send(proxy: NginxProxy, case: Case) -> Reply:
 
 
 @pytest.fixture(scope="module")
-def matrix_llama(
-    tmp_path_factory: pytest.TempPathFactory, service_logs: Path
-) -> Iterator[LlamaServer]:
-    slots_dir = tmp_path_factory.mktemp("slot-files")
-    server = start_llama(
-        "tiny-text", ctx_per_slot=512, log_dir=service_logs,
-        extra_args=["--slot-save-path", str(slots_dir)],
-    )  # fmt: skip
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
 def matrix_proxy(
-    matrix_llama: LlamaServer, service_logs: Path, nginx_build: NginxBuild
+    slots_llama: LlamaServer, service_logs: Path, nginx_build: NginxBuild
 ) -> Iterator[NginxProxy]:
-    proxy = start_proxy(
-        matrix_llama.url, PROXY_KEY, str(matrix_llama.api_key), log_dir=service_logs,
-        build=nginx_build,
-    )  # fmt: skip
-    try:
+    with running(
+        start_proxy(
+            slots_llama.url,
+            PROXY_KEY,
+            str(slots_llama.api_key),
+            log_dir=service_logs,
+            build=nginx_build,
+        )
+    ) as proxy:
         yield proxy
-    finally:
-        proxy.stop()
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_what_llama_server_ran(
-    matrix_proxy: NginxProxy, matrix_llama: LlamaServer, case: Case
+    matrix_proxy: NginxProxy, slots_llama: LlamaServer, case: Case
 ) -> None:
-    before = slot_tasks(matrix_llama)
+    before = slot_tasks(slots_llama)
     reply = send(matrix_proxy, case)
-    used = slots_used(matrix_llama, before)
+    used = slots_used(slots_llama, before)
     assert reply.status == case.status, reply.body
     if case.expect == "refused":  # by njs (a JSON error) or by nginx itself (/health%00)
         assert used == set()
@@ -285,7 +272,7 @@ def test_what_reached_the_upstream(
         return
     assert got.method == case.method
     assert got.target == (case.upstream_path or case.path)
-    assert got.headers["authorization"] == "Bearer recorded-upstream-key_0123"
+    assert got.headers["authorization"] == f"Bearer {RECORDED_UPSTREAM_KEY}"
     if case.expect == "passed":
         assert got.body == strip_bom(case.body or b"")
     elif case.expect == "pinned":

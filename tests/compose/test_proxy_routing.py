@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from gguf import GGUFReader, GGUFValueType, GGUFWriter, Keys
 
-from tests.compose.conftest import PROXY_KEY
 from tests.compose.proxy_helpers import (
     CHAT,
     agent,
@@ -27,7 +26,7 @@ from tests.compose.proxy_helpers import (
     slot_of,
 )
 from voice_stack_dev.llama import LlamaServer
-from voice_stack_dev.nginx import NginxBuild, NginxProxy, start_proxy
+from voice_stack_dev.nginx import NginxBuild, NginxProxy
 from voice_stack_dev.paths import model_path
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
@@ -218,23 +217,16 @@ def fim_model(path: Path) -> Path:
 
 def test_infill_avoids_reserved_slots(
     llama_factory: Callable[..., LlamaServer],
-    service_logs: Path,
+    proxy_factory: Callable[..., NginxProxy],
     tmp_path: Path,
-    nginx_build: NginxBuild,
 ) -> None:
     llama = llama_factory(str(fim_model(tmp_path / "tiny-fim.gguf")), ctx_per_slot=512)
-    proxy = start_proxy(
-        llama.url, PROXY_KEY, str(llama.api_key), log_dir=service_logs, build=nginx_build
-    )
-    try:
-        for n in range(4):
-            infill = {"input_prefix": f"def f{n}(", "input_suffix": ")", "n_predict": 2}
-            infill["id_slot"] = 0
-            assert routed_slot(proxy, llama, "/infill", json.dumps(infill), general(proxy)) != 0
-        pinned = {"input_prefix": "x = ", "input_suffix": "", "n_predict": 2, "id_slot": 0}
-        assert routed_slot(proxy, llama, "/infill", json.dumps(pinned), agent(proxy)) == 0
-    finally:
-        proxy.stop()
+    proxy = proxy_factory(llama.url, str(llama.api_key))
+    for n in range(4):
+        infill = {"input_prefix": f"def f{n}(", "input_suffix": ")", "n_predict": 2, "id_slot": 0}
+        assert routed_slot(proxy, llama, "/infill", json.dumps(infill), general(proxy)) != 0
+    pinned = {"input_prefix": "x = ", "input_suffix": "", "n_predict": 2, "id_slot": 0}
+    assert routed_slot(proxy, llama, "/infill", json.dumps(pinned), agent(proxy)) == 0
 
 
 def test_large_body_is_routed(llm_proxy: NginxProxy, llama_text: LlamaServer) -> None:
