@@ -128,6 +128,8 @@ def test_plain_compose_names_missing_secrets(tmp_path: Path, name: str) -> None:
         ({"LLM_AGENT_KEY": "has space_0123456789"}, "LLM_AGENT_KEY must be 16-256 characters"),
         ({"LLM_PROXY_ALLOW_UNPINNED": "messages,chat"}, "LLM_PROXY_ALLOW_UNPINNED: unknown 'chat'"),
         ({"LLM_PROXY_ALLOW_CONTROL": "slots,everything"}, "unknown 'everything'"),
+        ({"LLM_PROXY_CLIENT_TIMEOUT": "15 s"}, "LLM_PROXY_CLIENT_TIMEOUT must be a time"),
+        ({"ASR_OFFLINE": "yes"}, "ASR_OFFLINE must be auto or never"),
         ({"LLM_RESERVED_SLOTS": "0,1,2,3"}, "reserves every slot"),
         ({"LLM_RESERVED_SLOTS": "4"}, "names slot 4 but LLM_PARALLEL is 4"),
         ({"LLM_RESERVED_SLOTS": "0;1"}, "comma list"),
