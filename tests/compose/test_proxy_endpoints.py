@@ -222,9 +222,11 @@ def test_health_is_asked_as_exactly_get_health(
     recorded_proxy: NginxProxy, recorder: RecordingUpstream
 ) -> None:
     recorder.take()
-    call(recorded_proxy.url, "GET", "/health?probe=1", agent(recorded_proxy))
+    headers = [*agent(recorded_proxy), ("X-Api-Key", TEST_AGENT_KEY)]
+    call(recorded_proxy.url, "GET", "/health?probe=1", headers)
     (got,) = recorder.take()
     assert (got.method, got.target, got.body) == ("GET", "/health", b"")
     assert "authorization" not in got.headers
     assert "x-api-key" not in got.headers
+    assert TEST_AGENT_KEY not in repr(got)
     assert json.loads(call(recorded_proxy.url, "GET", "/v1/health").body) == {"recorded": True}
