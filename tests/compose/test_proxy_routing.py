@@ -22,6 +22,7 @@ from tests.compose.proxy_helpers import (
     metric,
     raw_post,
     refusal,
+    request_lines,
     routed_slot,
     slot_of,
 )
@@ -70,6 +71,18 @@ def test_responses_api_avoids_reserved_slots(
         items = [{"role": "user", "content": f"hello {n}"}]
         item_input = {"input": items, "max_output_tokens": 2, "id_slot": 0}
         assert slot_of(llm_proxy, llama_text, "/responses", item_input, general(llm_proxy)) != 0
+
+
+def test_the_access_log_names_each_requests_slot(
+    llama_text: LlamaServer, proxy_factory: Callable[..., NginxProxy]
+) -> None:
+    proxy = proxy_factory(llama_text.url, str(llama_text.api_key))
+    slots = [
+        routed_slot(proxy, llama_text, CHAT, json.dumps(chat(f"logged {n}")), general(proxy))
+        for n in range(6)
+    ]
+    lines = request_lines(proxy, "POST", CHAT, len(slots))
+    assert sorted(line.rsplit(" slot=", 1)[1] for line in lines) == sorted(map(str, slots))
 
 
 def test_same_conversation_same_slot(llm_proxy: NginxProxy, llama_text: LlamaServer) -> None:
