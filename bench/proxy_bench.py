@@ -1,11 +1,15 @@
-"""Added latency of the llm-auth proxy: llama-server direct vs through nginx, with and without the
-njs slot routing, in one interleaved run. Prints JSON.
+"""Added latency of the llm-auth proxy: llama-server direct vs through nginx, without and with the
+njs routing, on every nginx build, in one interleaved run. Prints JSON.
 
     PYTHONPATH=dev .cache/venv/ha/bin/python bench/proxy_bench.py [--requests 300]
 
 Every variant sends the same requests to the same llama-server (tiny deterministic model, one
-generated token), so the difference is the proxy's cost: nginx's bearer check (njs SHA-256), a
-fresh upstream connection, and for "routing" the njs body parse + slot hash + body rewrite.
+generated token), so the difference is the proxy's cost:
+  plain     nginx's bearer check (njs SHA-256) and a fresh upstream connection, no njs handler;
+  routed    the general key: the njs handler reads the body, hashes the conversation start and
+            splices in a non-reserved id_slot (the Open WebUI path);
+  agent     the agent key naming its reserved slot: the body is parsed, checked and forwarded
+            as it came (the voice agent's path).
 "ha_sized_body" carries a Home Assistant-sized chat body (system prompt + 30 tools, ~10 KB) to
 /completion, which llama-server answers from its short "prompt" alone: njs does the full work
 on the big body while llama-server's own time stays small and steady (with the chat endpoint,
@@ -21,14 +25,14 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from voice_stack_dev.llama import start_llama
-from voice_stack_dev.nginx import start_proxy
+from voice_stack_dev.nginx import BUILDS, TEST_AGENT_KEY, NginxProxy, start_proxy
 
 PROXY_KEY = "bench-proxy-key_0123456789"
-VARIANTS = ("direct", "proxy_plain", "proxy_routing")
 
 
 def ha_sized_body() -> dict[str, Any]:
@@ -95,37 +99,59 @@ class Client:
         raise AssertionError("unreachable")
 
 
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    client: Client
+    pinned: bool  # sends "id_slot": 0 (the agent's reserved slot)
+
+
 def summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
         "median_ms": round(statistics.median(ordered), 3),
-        "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 3),
+        "p90_ms": round(ordered[int(0.90 * (len(ordered) - 1))], 3),
     }
 
 
 def run_workload(
-    clients: dict[str, Client], path: str, body: bytes, requests: int
+    variants: list[Variant], path: str, payload: dict[str, Any], requests: int
 ) -> dict[str, Any]:
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    bodies = {
+        False: json.dumps(payload).encode(),
+        True: json.dumps({**payload, "id_slot": 0}).encode(),
+    }
+    times: dict[str, list[float]] = {v.name: [] for v in variants}
     for _ in range(10):  # warm the prompt cache and the connections
-        for name in VARIANTS:
-            clients[name].post(path, body)
+        for v in variants:
+            v.client.post(path, bodies[v.pinned])
     for i in range(requests):
-        order = VARIANTS[i % 3 :] + VARIANTS[: i % 3]  # rotate, so no variant always goes first
-        for name in order:
-            times[name].append(clients[name].post(path, body))
-    result: dict[str, Any] = {name: summary(times[name]) for name in VARIANTS}
-    direct = result["direct"]["median_ms"]
-    for name in ("proxy_plain", "proxy_routing"):
-        paired = [p - d for p, d in zip(times[name], times["direct"], strict=True)]
-        result[name]["added_median_ms"] = round(result[name]["median_ms"] - direct, 3)
-        result[name]["added_paired_median_ms"] = round(statistics.median(paired), 3)
-    result["njs_routing_cost_median_ms"] = round(
-        result["proxy_routing"]["median_ms"] - result["proxy_plain"]["median_ms"], 3
-    )
+        shift = i % len(variants)  # rotate, so no variant always goes first
+        for v in variants[shift:] + variants[:shift]:
+            times[v.name].append(v.client.post(path, bodies[v.pinned]))
+    result: dict[str, Any] = {name: summary(samples) for name, samples in times.items()}
+    for name, samples in times.items():
+        if name != "direct":
+            paired = [p - d for p, d in zip(samples, times["direct"], strict=True)]
+            result[name]["added_paired_median_ms"] = round(statistics.median(paired), 3)
     result["path"] = path
-    result["request_bytes"] = len(body)
+    result["request_bytes"] = len(bodies[False])
     return result
+
+
+def ratios(workload: dict[str, Any]) -> dict[str, float]:
+    """Each proxy variant's median over direct's, and routed's cost over plain per build."""
+    direct = workload["direct"]["median_ms"]
+    out = {
+        f"{name}_over_direct": round(value["median_ms"] / direct, 3)
+        for name, value in workload.items()
+        if isinstance(value, dict) and name != "direct"
+    }
+    for build in BUILDS:
+        plain = workload[f"{build.name}/plain"]["median_ms"]
+        routed = workload[f"{build.name}/routed"]["median_ms"]
+        out[f"{build.name}/njs_routing_cost_ms"] = round(routed - plain, 3)
+    return out
 
 
 def main() -> None:
@@ -135,21 +161,26 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="proxy-bench-"))
     llama = start_llama("tiny-text", ctx_per_slot=1024, log_dir=logs)
     key = str(llama.api_key)
-    routing = start_proxy(llama.url, PROXY_KEY, key, log_dir=logs)
-    plain = start_proxy(llama.url, PROXY_KEY, key, log_dir=logs, slot_routing=False)
+    proxies: list[NginxProxy] = []
     try:
-        clients = {
-            "direct": Client(llama.url, key),
-            "proxy_plain": Client(plain.url, PROXY_KEY),
-            "proxy_routing": Client(routing.url, PROXY_KEY),
-        }
+        variants = [Variant("direct", Client(llama.url, key), pinned=False)]
+        for build in BUILDS:
+            plain = start_proxy(llama.url, PROXY_KEY, key, log_dir=logs, build=build,
+                                slot_routing=False)  # fmt: skip
+            routing = start_proxy(llama.url, PROXY_KEY, key, log_dir=logs, build=build)
+            proxies += [plain, routing]
+            variants += [
+                Variant(f"{build.name}/plain", Client(plain.url, PROXY_KEY), pinned=False),
+                Variant(f"{build.name}/routed", Client(routing.url, PROXY_KEY), pinned=False),
+                Variant(f"{build.name}/agent", Client(routing.url, TEST_AGENT_KEY), pinned=True),
+            ]
         results = {
-            name: run_workload(clients, path, json.dumps(make()).encode(), args.requests)
+            name: run_workload(variants, path, make(), args.requests)
             for name, (path, make) in WORKLOADS.items()
         }
     finally:
-        routing.stop()
-        plain.stop()
+        for proxy in proxies:
+            proxy.stop()
         llama.stop()
     print(
         json.dumps(
@@ -158,9 +189,10 @@ def main() -> None:
                 "anchor": "direct (llama-server without the proxy)",
                 "requests_per_variant": args.requests,
                 "upstream": "llama-server b11669, tiny-text.gguf, -np 4, 1 generated token",
-                "proxy": "Debian nginx 1.22 + njs 0.7.9, compose template",
+                "proxies": {build.name: str(build.binary) for build in BUILDS},
                 "goal": "added median < 1 ms",
                 "workloads": results,
+                "ratios": {name: ratios(workload) for name, workload in results.items()},
             },
             indent=2,
         )

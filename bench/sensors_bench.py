@@ -30,14 +30,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from voice_stack_dev.llama import start_llama
-from voice_stack_dev.nginx import start_proxy
+from voice_stack_dev.nginx import TEST_AGENT_KEY, start_proxy
 
 PROXY_KEY = "bench-sensors-key_0123456789"
 UPSTREAM_KEY = "bench-upstream-key"
 
 
 class Client:
-    """One keep-alive HTTP/1.1 connection to the proxy."""
+    """One keep-alive HTTP/1.1 connection to the proxy, with the agent key (as HA holds it)."""
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -46,7 +46,7 @@ class Client:
     def get(self, path: str, auth: bool = True) -> int:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         try:
-            headers = {"Authorization": f"Bearer {PROXY_KEY}"} if auth else {}
+            headers = {"Authorization": f"Bearer {TEST_AGENT_KEY}"} if auth else {}
             conn.request("GET", path, headers=headers)
             resp = conn.getresponse()
             resp.read()
@@ -71,7 +71,7 @@ class Client:
                 "/v1/chat/completions",
                 body=json.dumps(body),
                 headers={
-                    "Authorization": f"Bearer {PROXY_KEY}",
+                    "Authorization": f"Bearer {TEST_AGENT_KEY}",
                     "Content-Type": "application/json",
                 },
             )

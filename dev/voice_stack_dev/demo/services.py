@@ -95,6 +95,7 @@ def _start_llm_chain(stack: Stack, state: DemoState) -> None:
             stack.url("llama"),
             state.proxy_key,
             state.llama_key,
+            agent_key=state.agent_key,
             total_slots=N_PARALLEL,
             reserved_slots=RESERVED_SLOTS,
             log_dir=logs,

@@ -25,7 +25,8 @@ class DemoState:
     """Persisted in <dir>/state.json (mode 0600): secrets never leave it or the config dir."""
 
     llama_key: str = field(default_factory=_key)
-    proxy_key: str = field(default_factory=_key)
+    proxy_key: str = field(default_factory=_key)  # the proxy's general key
+    agent_key: str = field(default_factory=_key)  # the proxy's agent key: what HA is given
     username: str = "demo"
     password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
     onboarded: bool = False

@@ -1,0 +1,125 @@
+// The slot layout (LLM_PARALLEL, LLM_RESERVED_SLOTS) and the choice of a non-reserved slot for
+// a request, by a hash of the part of it that stays the same for a whole conversation.
+import crypto from 'crypto';
+
+// How much of each part of a conversation's start goes into its routing key: enough to tell
+// conversations apart, little enough to keep hashing cheap on 10-100 KB request bodies.
+var SYSTEM_CHARS = 2048;
+var FIRST_TURN_CHARS = 1024;
+// Raw /completion prompts grow at the end as a conversation goes on: hash only their start.
+var PROMPT_CHARS = 512;
+
+function total(r) {
+    var n = parseInt(r.variables.vs_total_slots, 10);
+    return n > 0 ? n : 0;
+}
+
+function isReserved(r, slot) {
+    return String(r.variables.vs_reserved_slots || '').split(',').some(function (item) {
+        return item.trim() !== '' && parseInt(item, 10) === slot;
+    });
+}
+
+function reserved(r) {
+    var out = [];
+    for (var slot = 0; slot < total(r); slot++) {
+        if (isReserved(r, slot)) {
+            out.push(slot);
+        }
+    }
+    return out;
+}
+
+function free(r) {
+    var out = [];
+    for (var slot = 0; slot < total(r); slot++) {
+        if (!isReserved(r, slot)) {
+            out.push(slot);
+        }
+    }
+    return out;
+}
+
+// The slot number of a /slots/<id> path, or -1. Only a plain number below LLM_PARALLEL: the
+// proxy forwards that canonical number, so llama-server's own lenient reading (stoi, then
+// modulo the slot count: "2abc" is 2, "4" is 0) never gets a say.
+function slotId(r, id) {
+    if (!/^(0|[1-9][0-9]{0,5})$/.test(id)) {
+        return -1;
+    }
+    var slot = parseInt(id, 10);
+    return slot < total(r) ? slot : -1;
+}
+
+function isSystem(message) {
+    return message !== null && typeof message === 'object' &&
+        (message.role === 'system' || message.role === 'developer');
+}
+
+// Text of a message content or prompt, cut to limit. Content parts keep only their text, so
+// an attached image (base64, megabytes) is never serialised just to be hashed.
+function text(value, limit) {
+    if (value === undefined || value === null) {
+        return '';
+    }
+    var s;
+    if (typeof value === 'string') {
+        s = value;
+    } else if (Array.isArray(value)) {
+        s = value.map(function (part) {
+            return part !== null && typeof part === 'object' ? String(part.text || '') : String(part);
+        }).join('\n');
+    } else {
+        s = JSON.stringify(value);
+    }
+    return s.length > limit ? s.substring(0, limit) : s;
+}
+
+// Leading system messages and the first other turn of a message list.
+function conversationStart(head, messages) {
+    var parts = [head];
+    for (var i = 0; i < messages.length; i++) {
+        var message = messages[i];
+        var system = isSystem(message);
+        var content = message !== null && typeof message === 'object' ? message.content : message;
+        parts.push(text(content, system ? SYSTEM_CHARS : FIRST_TURN_CHARS));
+        if (!system) {
+            break;
+        }
+    }
+    return parts.join('\u0000');
+}
+
+// The part of a request that stays the same for a whole conversation: the start of its system
+// text and of its first turn for chat and responses; the start of the prompt for completions.
+function stablePrefix(req) {
+    if (Array.isArray(req.messages)) {
+        return conversationStart('', req.messages);
+    }
+    if (req.input !== undefined) {  // /v1/responses
+        var head = text(req.instructions, SYSTEM_CHARS);
+        if (Array.isArray(req.input)) {
+            return conversationStart(head, req.input);
+        }
+        return head + '\u0000' + text(req.input, FIRST_TURN_CHARS);
+    }
+    var prompt = req.prompt !== undefined ? req.prompt : req.input_prefix;  // /infill
+    if (Array.isArray(prompt)) {
+        // several prompts: the first one; token ids: the first ones
+        prompt = typeof prompt[0] === 'number' ? prompt.slice(0, 128) : prompt[0];
+    }
+    return text(prompt, PROMPT_CHARS);
+}
+
+// A non-reserved slot for req (the same one for every turn of a conversation), or -1 when
+// every slot is reserved.
+function pick(r, req) {
+    var slots = free(r);
+    if (slots.length === 0) {
+        return -1;
+    }
+    var hex = crypto.createHash('md5').update(stablePrefix(req)).digest('hex');
+    return slots[parseInt(hex.substring(0, 8), 16) % slots.length];
+}
+
+export default { total, isReserved, reserved, slotId, pick };

