@@ -35,7 +35,7 @@ class LiveStack:
     @property
     def agent_key(self) -> str:
         """The key Voice Stack's agents use at the proxy."""
-        return self.proxy.proxy_key  # MERGE: agent_key
+        return self.proxy.agent_key
 
 
 def run_live_stack(service_logs: Path) -> Iterator[LiveStack]:

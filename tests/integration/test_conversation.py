@@ -230,7 +230,7 @@ async def test_tool_call_round_trip(
         proxy = await hass.async_add_executor_job(
             partial(start_proxy, url, "proxy-Key-1", key, reserved_slots=(1,), log_dir=tmp_path)
         )
-        url, key = proxy.url, proxy.proxy_key  # MERGE: agent_key
+        url, key = proxy.url, proxy.agent_key
     try:
         entry = MockConfigEntry(
             domain=DOMAIN,

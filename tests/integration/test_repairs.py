@@ -250,7 +250,8 @@ async def test_through_the_real_proxy(
     hass: HomeAssistant, llama_text: LlamaServer, tmp_path: Path
 ) -> None:
     """The real nginx auth proxy reserving slot 0 only: a pool reaching slot 1 is flagged; a
-    proxy told of 2 slots in front of a 4-slot server is flagged too."""
+    proxy told of 2 slots in front of a 4-slot server is flagged too; the general key, which the
+    proxy keeps off the reserved slots, is flagged."""
     proxy = await hass.async_add_executor_job(
         partial(
             start_proxy,
@@ -264,7 +265,7 @@ async def test_through_the_real_proxy(
     try:
         entry = MockConfigEntry(
             domain=DOMAIN,
-            data={"url": proxy.url, "api_key": proxy.proxy_key},  # MERGE: agent_key
+            data={"url": proxy.url, "api_key": proxy.agent_key},
             subentries_data=[agent(0, 1, title="Voice")],
         )
         entry.add_to_hass(hass)
@@ -277,6 +278,12 @@ async def test_through_the_real_proxy(
             "proxy_slots": "2",
             "server_slots": "4",
         }
+        general = MockConfigEntry(
+            domain=DOMAIN, data={"url": proxy.url, "api_key": proxy.proxy_key}, unique_id="general"
+        )
+        general.add_to_hass(hass)
+        await setup_entry(hass, general)
+        assert "general_key_in_use" in issues(hass, general)
     finally:
         await hass.async_add_executor_job(proxy.stop)
 
