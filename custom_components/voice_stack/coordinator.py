@@ -19,7 +19,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.update_coordinator import DataUpdateCoordinator, UpdateFailed
 
-from .const import DOMAIN, LOGGER, PROBE_TIMEOUT
+from .const import CONF_API_KEY, DOMAIN, LOGGER, PROBE_TIMEOUT
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +71,12 @@ async def fetch(
             },
         ) from err
     return Reply(resp.status, text, (time.monotonic() - started) * 1000)
+
+
+def bearer(entry: ConfigEntry) -> dict[str, str]:
+    """The Authorization header with the entry's key (none without a key)."""
+    key = entry.data.get(CONF_API_KEY)
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def http_error(url: str, status: int) -> UpdateFailed:

@@ -17,8 +17,8 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import ConfigEntryAuthFailed
 from homeassistant.helpers.update_coordinator import UpdateFailed
 
-from .const import CONF_API_KEY, CONF_URL, DEVICE_LLM, DOMAIN
-from .coordinator import Reply, VoiceStackCoordinator, fetch, http_error, malformed
+from .const import CONF_URL, DEVICE_LLM, DOMAIN
+from .coordinator import Reply, VoiceStackCoordinator, bearer, fetch, http_error, malformed
 from .devices import update_device
 from .errors import is_loading
 from .llama_data import (
@@ -51,8 +51,7 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
             base_url=entry.data[CONF_URL],
             interval=LLAMA_INTERVAL,
         )
-        key = entry.data.get(CONF_API_KEY)
-        self._auth = {"Authorization": f"Bearer {key}"} if key else {}
+        self._auth = bearer(entry)
         self._counters: Counters | None = None
         self._last_rates: Rates | None = None
 

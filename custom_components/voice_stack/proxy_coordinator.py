@@ -9,8 +9,8 @@ from typing import Final
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 
-from .const import CONF_API_KEY, CONF_URL, DEVICE_PROXY
-from .coordinator import VoiceStackCoordinator, fetch
+from .const import CONF_URL, DEVICE_PROXY
+from .coordinator import VoiceStackCoordinator, bearer, fetch
 from .devices import update_device
 from .service_data import ProxyData, parse_proxy_status
 
@@ -39,8 +39,7 @@ class ProxyCoordinator(VoiceStackCoordinator[ProxyData]):
             base_url=entry.data[CONF_URL],
             interval=PROXY_INTERVAL,
         )
-        key = entry.data.get(CONF_API_KEY)
-        self._auth = {"Authorization": f"Bearer {key}"} if key else {}
+        self._auth = bearer(entry)
 
     async def _async_update_data(self) -> ProxyData:
         guarded = f"{self.base_url}/v1/models"

@@ -7,18 +7,12 @@ from homeassistant.core import HomeAssistant
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from tests.integration.fakes import FakeGateway
+from tests.integration.helpers import poll
 
 
 @pytest.fixture
 def gateway_url(fake_gateway: FakeGateway) -> str:
     return fake_gateway.url
-
-
-async def _refresh(hass: HomeAssistant, entry: MockConfigEntry) -> None:
-    gateway = entry.runtime_data.coordinators.gateway
-    assert gateway is not None
-    await gateway.async_refresh()
-    await hass.async_block_till_done()
 
 
 async def test_speech_times_follow_the_gateway_s_own_requests(
@@ -30,15 +24,15 @@ async def test_speech_times_follow_the_gateway_s_own_requests(
     assert gateway is not None
     assert (gateway.data.stt_ms, gateway.data.tts_ms) == (None, None)
     fake_gateway.latency = {"stt": (0.9, 3), "tts": (0.2, 2)}
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     assert gateway.data.stt_ms == pytest.approx(300.0)
     assert gateway.data.tts_ms == pytest.approx(100.0)
     fake_gateway.latency = {"stt": (1.5, 4), "tts": (0.2, 2)}
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     assert gateway.data.stt_ms == pytest.approx(600.0)
     assert gateway.data.tts_ms == pytest.approx(100.0), "idle: the last figure stays"
     fake_gateway.latency = {"stt": (0.05, 1), "tts": (0.0, 0)}
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     assert gateway.data.stt_ms == pytest.approx(50.0)
 
 
@@ -49,9 +43,9 @@ async def test_broken_replies(
     gateway = init_integration.runtime_data.coordinators.gateway
     assert gateway is not None
     fake_gateway.health_status = 500
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     assert gateway.last_exception.translation_key == "probe_status"  # type: ignore[union-attr]
     fake_gateway.health_status = 200
     fake_gateway.health = {"no": "status"}
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     assert gateway.last_exception.translation_key == "probe_malformed"  # type: ignore[union-attr]

@@ -11,11 +11,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import DOMAIN
 from tests.integration.fakes import FakeLlama, metrics_text
-
-
-async def _refresh(hass: HomeAssistant, entry: MockConfigEntry) -> None:
-    await entry.runtime_data.coordinators.llm.async_refresh()
-    await hass.async_block_till_done()
+from tests.integration.helpers import poll
 
 
 async def test_figures_of_a_poll(
@@ -30,7 +26,7 @@ async def test_figures_of_a_poll(
         "id_task": 7,
         "n_prompt_tokens": 96,
     }
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     data = init_integration.runtime_data.coordinators.llm.data
     assert (data.props.model_file, data.props.build, data.total_slots) == (
         "fake-model",
@@ -51,13 +47,13 @@ async def test_loading_is_up_but_not_ready(
         503,
         '{"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}',
     )
-    await _refresh(hass, entry)
+    await poll(hass, entry)
     llm = entry.runtime_data.coordinators.llm
     assert llm.reachable
     assert llm.data.loading
     del fake.overrides["/health"]
     fake.props = {**fake.props, "model_path": "/models/new-model.gguf", "build_info": "b2"}
-    await _refresh(hass, entry)
+    await poll(hass, entry)
     assert not llm.data.loading
     devices = dr.async_entries_for_config_entry(dr.async_get(hass), entry.entry_id)
     server = next(d for d in devices if (DOMAIN, f"{entry.entry_id}_llm_server") in d.identifiers)
@@ -68,7 +64,7 @@ async def test_rejected_key_while_polling_starts_reauth(
     hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
 ) -> None:
     fake.overrides["/metrics"] = (401, "{}")
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     flows = hass.config_entries.flow.async_progress_by_handler(DOMAIN)
     assert [f["context"]["source"] for f in flows] == ["reauth"]
 
@@ -83,16 +79,16 @@ async def test_hung_and_failing_endpoints(
     llm = init_integration.runtime_data.coordinators.llm
     monkeypatch.setattr("custom_components.voice_stack.coordinator.PROBE_TIMEOUT", 0.2)
     fake.delays["/slots"] = 2.0
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     assert not llm.reachable
     assert llm.last_exception.translation_key == "probe_timeout"  # type: ignore[union-attr]
     fake.delays.clear()
     fake.overrides["/metrics"] = (500, "{}")
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     assert not llm.last_update_success
     assert llm.last_exception.translation_key == "probe_status"  # type: ignore[union-attr]
     del fake.overrides["/metrics"]
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     assert llm.last_update_success
 
 
@@ -101,7 +97,7 @@ async def test_malformed_replies(
 ) -> None:
     llm = init_integration.runtime_data.coordinators.llm
     fake.overrides["/slots"] = (200, '{"not": "a list"}')
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     error = llm.last_exception
     assert isinstance(error, UpdateFailed)
     assert (error.translation_key, error.translation_placeholders) == (
@@ -110,5 +106,5 @@ async def test_malformed_replies(
     )
     del fake.overrides["/slots"]
     fake.overrides["/props"] = (200, "[]")
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     assert llm.last_exception.translation_key == "props_malformed"  # type: ignore[union-attr]

@@ -9,12 +9,8 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from tests.integration.conftest import Server
 from tests.integration.fakes import FakeLlama
+from tests.integration.helpers import poll
 from voice_stack_dev.llama import LlamaServer
-
-
-async def _refresh(hass: HomeAssistant, entry: MockConfigEntry) -> None:
-    await entry.runtime_data.coordinators.proxy.async_refresh()
-    await hass.async_block_till_done()
 
 
 async def test_status_and_key_scope(
@@ -27,7 +23,7 @@ async def test_status_and_key_scope(
         "scoped_keys": True,
         "key_scope": "agent",
     }
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     data = init_integration.runtime_data.coordinators.proxy.data
     assert data.status is not None
     assert (data.status.reserved_slots, data.status.key_scope) == ((0, 1), "agent")
@@ -40,7 +36,7 @@ async def test_malformed_status_and_an_undecidable_door(
     """A status that is not the proxy's is no status; a 404 neither refuses nor serves."""
     fake.proxy_status = {"reserved_slots": "0"}
     fake.overrides["/v1/models"] = (404, "{}")
-    await _refresh(hass, init_integration)
+    await poll(hass, init_integration)
     data = init_integration.runtime_data.coordinators.proxy.data
     assert data.status is None
     assert data.open_without_key is None
