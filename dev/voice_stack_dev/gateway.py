@@ -1,4 +1,5 @@
-"""The Voice Stack Wyoming gateway (gw venv) on loopback, its ASR and TTS on one speech server."""
+"""The Voice Stack Wyoming gateway on loopback (the gw venv's, or another install's), its STT and
+TTS on one speech server."""
 
 from __future__ import annotations
 
@@ -19,16 +20,17 @@ def start_gateway(
     env: Mapping[str, str] | None = None,
     name: str = "voice-stack-gateway",
     startup_timeout: float = 60.0,
+    venv: str = "gw",
 ) -> Service:
     """Start voice-stack-gateway against `speech_url`/v1 and wait until its /health answers.
 
     `port` is the Wyoming port, `http_port` the side port of /health (the Service's own port);
-    free ones are picked when not given.
+    free ones are picked when not given; `venv` is the environment it is installed in.
     """
     port, http_port = port or free_port(), http_port or free_port()
     speech_v1 = f"{speech_url}/v1"
     argv = [
-        str(venv_bin("gw", "voice-stack-gateway")),
+        str(venv_bin(venv, "voice-stack-gateway")),
         "--uri", f"tcp://127.0.0.1:{port}",
         "--http-uri", f"tcp://127.0.0.1:{http_port}",
         "--stt-openai-url", speech_v1,

@@ -29,13 +29,13 @@ if TYPE_CHECKING:
 
 from .paths import REPO, venv_bin
 from .procs import Service, free_port
+from .wavs import wav_header
 
 _LOGGER = logging.getLogger("speech_server")
 TTS_MODEL = "piper-joe"
 STT_MODEL = "tiny.en"
 VOICE = "joe"
 DEFAULT_RATE = 24000
-_WAV_UNKNOWN = 0xFFFFFFFF
 
 # The engines (numpy, piper, faster-whisper) exist only in the speech venv, while the harness
 # imports this module from every venv: they are loaded at run time, and arrays are typed Any.
@@ -119,17 +119,6 @@ def to_int16_bytes(samples: Array) -> bytes:
     return bytes(np.clip(np.round(samples), -32768, 32767).astype("<i2").tobytes())
 
 
-def wav_stream_header(rate: int) -> bytes:
-    """WAV header with unknown sizes, as streaming servers send it."""
-    import struct
-
-    return (
-        b"RIFF" + struct.pack("<I", _WAV_UNKNOWN) + b"WAVEfmt "
-        + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16)
-        + b"data" + struct.pack("<I", _WAV_UNKNOWN)
-    )  # fmt: skip
-
-
 def decode_upload(data: bytes, content_type: str) -> Array:
     """Uploaded audio (WAV of any PCM format, or raw 16 kHz s16le) as 16 kHz float32 mono."""
     np = _np()
@@ -158,13 +147,20 @@ def _error(status: int, message: str) -> web.Response:
                              status=status)  # fmt: skip
 
 
-def build_app(engines: Engines) -> web.Application:
-    from aiohttp import web
+class SpeechApp:
+    """The OpenAI-compatible endpoints over the loaded engines."""
 
-    async def health(_request: web.Request) -> web.Response:
+    def __init__(self, engines: Engines) -> None:
+        self.engines = engines
+
+    async def health(self, _request: web.Request) -> web.Response:
+        from aiohttp import web
+
         return web.json_response({"status": "ok"})
 
-    async def models(_request: web.Request) -> web.Response:
+    async def models(self, _request: web.Request) -> web.Response:
+        from aiohttp import web
+
         data = [
             {"id": STT_MODEL, "object": "model", "owned_by": "local",
              "task": "automatic-speech-recognition", "language": ["en"]},
@@ -172,43 +168,44 @@ def build_app(engines: Engines) -> web.Application:
         ]  # fmt: skip
         return web.json_response({"object": "list", "data": data})
 
-    async def voices(_request: web.Request) -> web.Response:
+    async def voices(self, _request: web.Request) -> web.Response:
+        from aiohttp import web
+
         voice = {"id": VOICE, "name": "Joe", "model": TTS_MODEL, "languages": ["en"]}
         return web.json_response({"object": "list", "voices": [voice]})
 
-    async def speech(request: web.Request) -> web.StreamResponse:
+    async def speech(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         try:
             body = await request.json()
         except ValueError:
             return _error(400, "body is not JSON")
-        text = body.get("input") if isinstance(body, dict) else None
-        if not isinstance(text, str) or not text.strip():
-            return _error(400, "input is required")
-        if body.get("voice", VOICE) not in (VOICE, None):
-            return _error(404, f"voice {body.get('voice')!r} not found; try {VOICE!r}")
+        problem = _speech_problem(body)
+        if problem is not None:
+            return problem
         fmt = body.get("response_format", "pcm")
-        if fmt not in ("pcm", "wav"):
-            return _error(400, f"response_format {fmt!r} not supported (pcm, wav)")
         rate = int(body.get("sample_rate") or DEFAULT_RATE)
-        speed = float(body.get("speed") or 1.0)
         resp = web.StreamResponse(
             headers={"Content-Type": "audio/pcm" if fmt == "pcm" else "audio/wav"}
         )
         resp.enable_chunked_encoding()
         await resp.prepare(request)
         if fmt == "wav":
-            await resp.write(wav_stream_header(rate))
+            await resp.write(wav_header(rate))
         loop = asyncio.get_running_loop()
-        sentences = engines.sentences(text, speed)
+        sentences = self.engines.sentences(body["input"], float(body.get("speed") or 1.0))
         while True:  # one sentence at a time, synthesized in a worker thread
             samples = await loop.run_in_executor(None, next, sentences, None)
             if samples is None:
                 break
-            await resp.write(to_int16_bytes(resample(samples, engines.voice_rate, rate)))
+            await resp.write(to_int16_bytes(resample(samples, self.engines.voice_rate, rate)))
         await resp.write_eof()
         return resp
 
-    async def transcriptions(request: web.Request) -> web.StreamResponse:
+    async def transcriptions(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         try:
             form = await request.post()
         except ValueError:
@@ -222,7 +219,7 @@ def build_app(engines: Engines) -> web.Application:
             return _error(400, f"unreadable audio: {exc}")
         language = form.get("language")
         words = await asyncio.get_running_loop().run_in_executor(
-            None, engines.transcribe, audio, language if isinstance(language, str) else None
+            None, self.engines.transcribe, audio, language if isinstance(language, str) else None
         )
         text = "".join(words)
         if str(form.get("stream", "false")).lower() != "true":
@@ -238,12 +235,30 @@ def build_app(engines: Engines) -> web.Application:
         await resp.write_eof()
         return resp
 
+
+def _speech_problem(body: object) -> web.Response | None:
+    """The error answer for a speech request we cannot serve, None when it is fine."""
+    text = body.get("input") if isinstance(body, dict) else None
+    if not isinstance(body, dict) or not isinstance(text, str) or not text.strip():
+        return _error(400, "input is required")
+    if body.get("voice", VOICE) not in (VOICE, None):
+        return _error(404, f"voice {body.get('voice')!r} not found; try {VOICE!r}")
+    fmt = body.get("response_format", "pcm")
+    if fmt not in ("pcm", "wav"):
+        return _error(400, f"response_format {fmt!r} not supported (pcm, wav)")
+    return None
+
+
+def build_app(engines: Engines) -> web.Application:
+    from aiohttp import web
+
+    speech = SpeechApp(engines)
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_get("/health", health)
-    app.router.add_get("/v1/models", models)
-    app.router.add_get("/v1/audio/voices", voices)
-    app.router.add_post("/v1/audio/speech", speech)
-    app.router.add_post("/v1/audio/transcriptions", transcriptions)
+    app.router.add_get("/health", speech.health)
+    app.router.add_get("/v1/models", speech.models)
+    app.router.add_get("/v1/audio/voices", speech.voices)
+    app.router.add_post("/v1/audio/speech", speech.speech)
+    app.router.add_post("/v1/audio/transcriptions", speech.transcriptions)
     return app
 
 

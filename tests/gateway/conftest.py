@@ -1,5 +1,5 @@
-"""Fixtures for the gateway suite (gw venv): the real speech server, an in-process gateway, a
-fault-injecting fake backend and a small Wyoming client."""
+"""Fixtures for the gateway suite (gw venv): the real speech server (from tests/conftest.py),
+in-process gateways, the shared fault-injecting speech fake and a small Wyoming client."""
 
 from __future__ import annotations
 
@@ -8,31 +8,24 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 
+from voice_stack_dev.fake_speech import FakeSpeech
 from voice_stack_gateway.config import Settings, parse_settings
 from voice_stack_gateway.gateway import Gateway
-
-from .fake_backend import FakeBackend
 
 
 def settings_for(stt_url: str, tts_url: str, **overrides: Any) -> Settings:
     base = parse_settings(
-        [
-            "--uri",
-            "tcp://127.0.0.1:0",
-            "--http-uri",
-            "tcp://127.0.0.1:0",
-            "--stt-openai-url",
-            stt_url,
-            "--tts-openai-url",
-            tts_url,
-        ],
+        ["--uri", "tcp://127.0.0.1:0", "--http-uri", "tcp://127.0.0.1:0",
+         "--stt-openai-url", stt_url, "--tts-openai-url", tts_url],
         environ={},
-    )
+    )  # fmt: skip
     return dataclasses.replace(base, **overrides)
 
 
@@ -41,13 +34,18 @@ GatewayFactory = Callable[..., Awaitable[Gateway]]
 
 @pytest_asyncio.fixture
 async def make_gateway() -> AsyncIterator[GatewayFactory]:
-    """Start any number of in-process gateways; all are stopped afterwards."""
+    """Start any number of in-process gateways; all are stopped afterwards. Each has refreshed
+    its catalog from the backends once (pass `refreshed=False` not to wait)."""
     started: list[Gateway] = []
 
-    async def factory(stt_url: str, tts_url: str | None = None, **overrides: Any) -> Gateway:
+    async def factory(
+        stt_url: str, tts_url: str | None = None, *, refreshed: bool = True, **overrides: Any
+    ) -> Gateway:
         gateway = Gateway(settings_for(stt_url, tts_url or stt_url, **overrides))
         await gateway.start()
         started.append(gateway)
+        if refreshed:
+            await asyncio.wait_for(gateway.catalog.refreshed.wait(), 30)
         return gateway
 
     yield factory
@@ -56,11 +54,23 @@ async def make_gateway() -> AsyncIterator[GatewayFactory]:
 
 
 @pytest_asyncio.fixture
-async def fake_backend() -> AsyncIterator[FakeBackend]:
-    backend = FakeBackend()
-    await backend.start()
-    yield backend
-    await backend.stop()
+async def fake_speech() -> AsyncIterator[FakeSpeech]:
+    fake = await FakeSpeech().start()
+    yield fake
+    await fake.stop()
+
+
+async def speech_pcm(speech_server_url: str, text: str) -> bytes:
+    """Piper speaking `text`, as 16 kHz 16-bit mono PCM (from the real speech server)."""
+    body = {"input": text, "response_format": "pcm", "sample_rate": 16000}
+    url = f"{speech_server_url}/v1/audio/speech"
+    async with aiohttp.ClientSession() as session, session.post(url, json=body) as resp:
+        assert resp.status == 200, await resp.text()
+        return await resp.read()
+
+
+def silence(seconds: float, rate: int = 16000) -> bytes:
+    return bytes(2 * int(seconds * rate))
 
 
 class Client:
@@ -95,8 +105,11 @@ class Client:
                 return events
 
 
+Clients = Callable[[Gateway], Client]
+
+
 @pytest.fixture
-def client() -> Callable[[Gateway], Client]:
+def client() -> Clients:
     return lambda gateway: Client(gateway.port)
 
 
@@ -108,3 +121,19 @@ def first_error(events: list[Event]) -> Event:
     errors = [e for e in events if e.type == "error"]
     assert errors, f"expected an error event, got {[e.type for e in events]}"
     return errors[0]
+
+
+async def stt_events(c: Client, pcm: bytes | None = None, rate: int = 16000) -> list[Event]:
+    """One utterance (a second of quiet by default), answered up to its transcript."""
+    pcm = b"\x01\x00" * rate if pcm is None else pcm
+    await c.send(
+        AudioStart(rate, 2, 1).event(), AudioChunk(rate, 2, 1, pcm).event(), AudioStop().event()
+    )
+    return await c.read_until("transcript-stop", "transcript")
+
+
+async def wait_for(condition: Callable[[], bool], limit: float = 10.0) -> None:
+    """Until `condition()` holds (checked every 20 ms), failing after `limit` seconds."""
+    async with asyncio.timeout(limit):
+        while not condition():  # noqa: ASYNC110 - polling state another task changes
+            await asyncio.sleep(0.02)

@@ -10,16 +10,13 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from .config import env_table, parse_settings
+from .config import parse_settings
 from .gateway import Gateway
 
 _LOGGER = logging.getLogger("voice_stack_gateway")
 
 
 async def main(argv: Sequence[str] | None = None) -> None:
-    if argv is not None and "--print-env-table" in argv:
-        print(env_table())
-        return
     settings = parse_settings(argv)
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import struct
 import sys
+import warnings
 from array import array
 from dataclasses import dataclass
 
-import audioop  # stdlib before 3.13; the audioop-lts wheel (same C module) after
-
 from .errors import BACKEND_BAD_RESPONSE, BAD_AUDIO, GatewayError
+
+with warnings.catch_warnings():  # 3.11 and 3.12 warn that the stdlib module goes away in 3.13
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import audioop  # stdlib before 3.13; the audioop-lts wheel (same C module) after
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,8 +27,10 @@ class PcmFormat:
     def frame_bytes(self) -> int:
         return self.width * self.channels
 
-    def seconds(self, nbytes: int) -> float:
-        return nbytes / (self.frame_bytes * self.rate)
+
+def rms(pcm16: bytes) -> int:
+    """Root mean square of 16-bit PCM samples."""
+    return int(audioop.rms(pcm16, 2))
 
 
 def check_format(rate: object, width: object, channels: object) -> PcmFormat:

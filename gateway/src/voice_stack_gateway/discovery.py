@@ -40,8 +40,11 @@ async def resolve_address(host: str, limit: float = RESOLVE_TIMEOUT) -> str | No
         async with asyncio.timeout(limit):
             infos = await loop.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except (OSError, TimeoutError, UnicodeError) as exc:
-        _LOGGER.warning("Zeroconf disabled: cannot resolve advertise host %r (%s)", host,
-                        exc or type(exc).__name__)  # fmt: skip
+        _LOGGER.warning(
+            "Zeroconf disabled: cannot resolve advertise host %r (%s)",
+            host,
+            exc or type(exc).__name__,
+        )
         return None
     return str(infos[0][4][0])
 

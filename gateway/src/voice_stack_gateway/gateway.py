@@ -5,23 +5,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from functools import partial
+import time
 from urllib.parse import urlparse
 
 from aiohttp import web
+from wyoming.event import async_write_event
 
 from . import __version__
-from .catalog import CatalogService
 from .config import Settings
-from .connection import Connection, handle_client
+from .connection import Connection
 from .discovery import Advertiser
+from .errors import BUSY, GatewayError
 from .http_side import build_app
-from .metrics import Metrics
+from .metrics import Kind, Metrics
 from .protocol import MAX_HEADER
+from .refresh import CatalogService
+from .session import SessionContext, SttOptions, TtsOptions
 from .upstream import Backend, Timeouts
 
 _LOGGER = logging.getLogger(__name__)
-STARTUP_REFRESH_WAIT = 2.0
 SHUTDOWN_GRACE = 2.0
 
 
@@ -34,16 +36,16 @@ def parse_tcp_uri(uri: str) -> tuple[str, int]:
 
 class Gateway:
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.metrics = Metrics(settings.stt_url, settings.tts_url)
-        timeouts = Timeouts(
-            settings.connect_timeout, settings.first_byte_timeout, settings.total_timeout
+        s = settings
+        self.settings = s
+        self.metrics = Metrics(s.stt_url, s.tts_url)
+        timeouts = Timeouts(s.connect_timeout, s.first_byte_timeout, s.total_timeout)
+        self.stt = Backend("STT", s.stt_url, s.stt_key, timeouts, self.metrics.stt_backend)
+        self.tts = Backend("TTS", s.tts_url, s.tts_key, timeouts, self.metrics.tts_backend)
+        self.catalog = CatalogService(s, self.stt, self.tts)
+        self.ctx = SessionContext(
+            SttOptions.of(s), TtsOptions.of(s), self.stt, self.tts, self.metrics, self.catalog
         )
-        self.stt = Backend("ASR", settings.stt_url, settings.stt_key, timeouts,
-                           self.metrics.backends["asr"].record)  # fmt: skip
-        self.tts = Backend("TTS", settings.tts_url, settings.tts_key, timeouts,
-                           self.metrics.backends["tts"].record)  # fmt: skip
-        self.catalog = CatalogService(settings, self.stt, self.tts, self.metrics.backends)
         self._server: asyncio.Server | None = None
         self._http: web.AppRunner | None = None
         self._advertiser: Advertiser | None = None
@@ -52,32 +54,51 @@ class Gateway:
         self.http_port = 0
 
     async def start(self) -> None:
-        """Give the first catalog refresh a moment (a down backend must not stop startup: the
-        configured lists serve until it answers), then listen."""
+        """Listen at once: describe answers from the configuration until the backends (which
+        may still be starting) answer the background refresh."""
         host, port = parse_tcp_uri(self.settings.uri)
         self.catalog.start()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.catalog.refreshed.wait(), STARTUP_REFRESH_WAIT)
         self._server = await asyncio.start_server(
-            partial(handle_client, self), host=host, port=port, limit=MAX_HEADER
+            self._serve, host=host, port=port, limit=MAX_HEADER
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if self.settings.http_uri:
             await self._start_http()
         if self.settings.zeroconf:
-            self._advertiser = Advertiser(self.settings.zeroconf, host, self.port,
-                                          self.settings.advertise_host)  # fmt: skip
-            await self._advertiser.start()
-        _LOGGER.info("Ready: Wyoming on %s:%s, HTTP side port %s", host, self.port,
-                     self.http_port or "off")  # fmt: skip
+            adv = Advertiser(self.settings.zeroconf, host, self.port, self.settings.advertise_host)
+            self._advertiser = adv
+            await adv.start()
+        http = self.http_port or "off"
+        _LOGGER.info("Ready: Wyoming on %s:%s, HTTP side port %s", host, self.port, http)
 
     async def _start_http(self) -> None:
         host, port = parse_tcp_uri(self.settings.http_uri)
-        self._http = web.AppRunner(build_app(self), access_log=None)
+        self._http = web.AppRunner(build_app(self.health, self.metrics.prometheus), access_log=None)
         await self._http.setup()
         site = web.TCPSite(self._http, host, port)
         await site.start()
         self.http_port = int(self._http.addresses[0][1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """One client: refused beyond the connection limit, else served until it leaves."""
+        metrics = self.metrics
+        if metrics.active_sessions >= self.settings.max_connections:
+            err = GatewayError(BUSY, "Too many connections; try again shortly")
+            with contextlib.suppress(ConnectionError):
+                await async_write_event(err.event(), writer)
+            metrics.error(Kind.CONNECTION, err.code)
+            writer.close()
+            return
+        started = time.perf_counter()
+        conn = Connection(self.ctx, reader, writer)
+        self.connections.add(conn)
+        metrics.active_sessions += 1
+        try:
+            await conn.run()
+        finally:
+            metrics.active_sessions -= 1
+            self.connections.discard(conn)
+        _LOGGER.debug("connection closed after %.1f s", time.perf_counter() - started)
 
     async def stop(self) -> None:
         """No new connections; requests in progress get a grace period, then an error event."""
@@ -85,9 +106,10 @@ class Gateway:
             await self._advertiser.stop()
         if self._server is not None:
             self._server.close()
-        deadline = asyncio.get_running_loop().time() + SHUTDOWN_GRACE
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SHUTDOWN_GRACE
         while any(c.busy for c in self.connections):
-            if asyncio.get_running_loop().time() > deadline:
+            if loop.time() > deadline:
                 break
             await asyncio.sleep(0.05)
         await asyncio.gather(*(c.shutdown() for c in list(self.connections)))

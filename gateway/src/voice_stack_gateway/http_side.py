@@ -2,31 +2,32 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from .gateway import Gateway
-
-GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
+Health = Callable[[], dict[str, object]]
+Prometheus = Callable[[], str]
+_HEALTH: web.AppKey[Health] = web.AppKey("health")
+_PROMETHEUS: web.AppKey[Prometheus] = web.AppKey("prometheus")
 
 
 async def _health(request: web.Request) -> web.Response:
-    return web.json_response(request.app[GATEWAY_KEY].health())
+    return web.json_response(request.app[_HEALTH]())
 
 
 async def _metrics(request: web.Request) -> web.Response:
     return web.Response(
-        text=request.app[GATEWAY_KEY].metrics.prometheus(),
+        text=request.app[_PROMETHEUS](),
         content_type="text/plain",
         headers={"X-Content-Type-Options": "nosniff"},
     )
 
 
-def build_app(gateway: Gateway) -> web.Application:
+def build_app(health: Health, prometheus: Prometheus) -> web.Application:
     app = web.Application()
-    app[GATEWAY_KEY] = gateway
+    app[_HEALTH] = health
+    app[_PROMETHEUS] = prometheus
     app.router.add_get("/health", _health)
     app.router.add_get("/metrics", _metrics)
     return app

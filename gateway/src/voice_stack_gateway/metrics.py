@@ -1,16 +1,45 @@
-"""Process-wide counters for /health (JSON, contract 2) and /metrics (Prometheus text)."""
+"""Process-wide counters for /health (JSON) and /metrics (Prometheus text).
+
+The /health fields and the /metrics names and `kind` labels are read by the Home Assistant
+integration (it derives the STT and TTS response times from the latency histogram's _sum/_count):
+fields may be added, never removed or renamed.
+"""
 
 from __future__ import annotations
 
 import bisect
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 
-from .config import public_url
+from .urls import public_url
 
 _BUCKETS_MS = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0)
+
+
+class Kind(StrEnum):
+    """What a request, a latency or an error belongs to (the `kind` label)."""
+
+    STT = "stt"  # audio-stop to the final transcript
+    TTS = "tts"  # synthesize to the first audio
+    TTS_STREAM = "tts_stream"  # synthesize-start to the first audio
+    PROGRAM = "select-program"
+    PROTOCOL = "protocol"
+    CONNECTION = "connection"
+    SHUTDOWN = "shutdown"
+
+
+REQUEST_KINDS = (Kind.STT, Kind.TTS, Kind.TTS_STREAM)
+
+
+class EarlyResult(StrEnum):
+    """Early transcription outcomes: an utterance answered early (hit) or by the whole audio
+    (miss), and early backend requests whose result went unused (wasted)."""
+
+    HIT = "hit"
+    MISS = "miss"
+    WASTED = "wasted"
 
 
 def _now_iso() -> str:
@@ -34,7 +63,7 @@ class BackendState:
     """What the gateway knows about one backend: probe results plus real request outcomes."""
 
     url: str
-    status: str = "unknown"
+    status: str = "unknown"  # until the first probe or request: "ok" or "down" after
     last_success: str | None = None
     last_error: str | None = None
     last_error_at: str | None = None
@@ -72,74 +101,84 @@ class BackendState:
 
 
 class Metrics:
-    """Requests, errors, latency histograms and active sessions."""
+    """Requests, errors, latency histograms, early transcription outcomes, active sessions."""
 
-    def __init__(self, asr_url: str, tts_url: str) -> None:
+    def __init__(self, stt_url: str, tts_url: str) -> None:
         self.started = time.monotonic()
         self.active_sessions = 0
-        self.requests: defaultdict[str, int] = defaultdict(int)  # by kind: stt, tts, tts_stream
-        self.errors: defaultdict[tuple[str, str], int] = defaultdict(int)  # (kind, code)
-        self.latency: defaultdict[str, Histogram] = defaultdict(Histogram)  # first result/audio
-        self.backends = {  # URLs as shown: no credentials
-            "asr": BackendState(public_url(asr_url)),
-            "tts": BackendState(public_url(tts_url), voices=[]),
-        }
+        self.requests = dict.fromkeys(REQUEST_KINDS, 0)
+        self.latency = {kind: Histogram() for kind in REQUEST_KINDS}  # to first result/audio
+        self.errors: dict[tuple[Kind, str], int] = {}  # (kind, code)
+        self.early = dict.fromkeys(EarlyResult, 0)
+        self.stt_backend = BackendState(public_url(stt_url))  # URLs as shown: no credentials
+        self.tts_backend = BackendState(public_url(tts_url), voices=[])
 
-    def error(self, kind: str, code: str) -> None:
-        self.errors[(kind, code)] += 1
+    def error(self, kind: Kind, code: str) -> None:
+        self.errors[(kind, code)] = self.errors.get((kind, code), 0) + 1
+
+    def _backends(self) -> dict[str, BackendState]:
+        return {"asr": self.stt_backend, "tts": self.tts_backend}  # the /health names
 
     def health(self, version: str) -> dict[str, object]:
-        down = any(b.status == "down" for b in self.backends.values())
+        backends = self._backends()
+        down = any(b.status == "down" for b in backends.values())
         return {
             "status": "degraded" if down else "ok",
             "version": version,
             "uptime_s": round(time.monotonic() - self.started, 1),
             "active_sessions": self.active_sessions,
-            "backends": {name: b.as_dict() for name, b in self.backends.items()},
+            "backends": {name: b.as_dict() for name, b in backends.items()},
         }
 
     def prometheus(self) -> str:
         lines = [
-            "# HELP gateway_active_sessions Open Wyoming connections.",
-            "# TYPE gateway_active_sessions gauge",
+            *_header("gateway_active_sessions", "gauge", "Open Wyoming connections."),
             f"gateway_active_sessions {self.active_sessions}",
-            "# HELP gateway_uptime_seconds Seconds since start.",
-            "# TYPE gateway_uptime_seconds gauge",
+            *_header("gateway_uptime_seconds", "gauge", "Seconds since start."),
             f"gateway_uptime_seconds {time.monotonic() - self.started:.1f}",
-            "# HELP gateway_requests_total Requests by kind.",
-            "# TYPE gateway_requests_total counter",
+            *_header("gateway_requests_total", "counter", "Requests by kind."),
+            *(f'gateway_requests_total{{kind="{k}"}} {v}' for k, v in self.requests.items()),
+            *_header("gateway_errors_total", "counter", "Error events sent, by kind and code."),
+            *(
+                f'gateway_errors_total{{kind="{k}",code="{c}"}} {v}'
+                for (k, c), v in sorted(self.errors.items())
+            ),
+            *_header(
+                "gateway_backend_up", "gauge", "1 if the backend's last probe or request succeeded."
+            ),
+            *(
+                f'gateway_backend_up{{backend="{n}"}} {1 if b.status == "ok" else 0}'
+                for n, b in self._backends().items()
+            ),
+            *_header(
+                "gateway_stt_early_total",
+                "counter",
+                "Early transcription: utterances answered early (hit) or by the whole"
+                " audio (miss), and early requests whose result went unused (wasted).",
+            ),
+            *(f'gateway_stt_early_total{{result="{r}"}} {v}' for r, v in self.early.items()),
+            *_header(
+                "gateway_latency_seconds",
+                "histogram",
+                "Time to first audio (tts, tts_stream) or from audio-stop to the transcript (stt).",
+            ),
         ]
-        lines += [
-            f'gateway_requests_total{{kind="{k}"}} {v}' for k, v in sorted(self.requests.items())
-        ]
-        lines += [
-            "# HELP gateway_errors_total Error events sent, by kind and code.",
-            "# TYPE gateway_errors_total counter",
-        ]
-        lines += [
-            f'gateway_errors_total{{kind="{k}",code="{c}"}} {v}'
-            for (k, c), v in sorted(self.errors.items())
-        ]
-        lines += [
-            "# HELP gateway_backend_up 1 if the backend's last probe or request succeeded.",
-            "# TYPE gateway_backend_up gauge",
-        ]
-        lines += [
-            f'gateway_backend_up{{backend="{n}"}} {1 if b.status == "ok" else 0}'
-            for n, b in self.backends.items()
-        ]
-        lines += [
-            "# HELP gateway_latency_seconds Time to first audio (tts) or transcript (stt).",
-            "# TYPE gateway_latency_seconds histogram",
-        ]
-        for kind, hist in sorted(self.latency.items()):
-            cumulative = 0
-            for bound, count in zip((*_BUCKETS_MS, float("inf")), hist.counts, strict=True):
-                cumulative += count
-                le = "+Inf" if bound == float("inf") else f"{bound / 1000:g}"
-                lines.append(
-                    f'gateway_latency_seconds_bucket{{kind="{kind}",le="{le}"}} {cumulative}'
-                )
-            lines.append(f'gateway_latency_seconds_sum{{kind="{kind}"}} {hist.total / 1000:.6f}')
-            lines.append(f'gateway_latency_seconds_count{{kind="{kind}"}} {hist.n}')
+        for kind, hist in self.latency.items():
+            lines += _histogram_lines(kind, hist)
         return "\n".join(lines) + "\n"
+
+
+def _header(name: str, kind: str, text: str) -> tuple[str, str]:
+    return f"# HELP {name} {text}", f"# TYPE {name} {kind}"
+
+
+def _histogram_lines(kind: Kind, hist: Histogram) -> list[str]:
+    lines = []
+    cumulative = 0
+    for bound, count in zip((*_BUCKETS_MS, float("inf")), hist.counts, strict=True):
+        cumulative += count
+        le = "+Inf" if bound == float("inf") else f"{bound / 1000:g}"
+        lines.append(f'gateway_latency_seconds_bucket{{kind="{kind}",le="{le}"}} {cumulative}')
+    lines.append(f'gateway_latency_seconds_sum{{kind="{kind}"}} {hist.total / 1000:.6f}')
+    lines.append(f'gateway_latency_seconds_count{{kind="{kind}"}} {hist.n}')
+    return lines

@@ -36,7 +36,7 @@ def _length(header: dict[str, Any], key: str, limit: int) -> int:
 def _json_object(raw: bytes, what: str) -> dict[str, Any]:
     try:
         value = json.loads(raw)
-    except ValueError, UnicodeDecodeError:
+    except ValueError:  # UnicodeDecodeError included
         raise ProtocolError(PROTOCOL, f"Malformed event {what}: not JSON") from None
     if not isinstance(value, dict):
         raise ProtocolError(PROTOCOL, f"Malformed event {what}: not a JSON object")
@@ -54,20 +54,9 @@ class EventReader:
 
     async def read(self) -> Event | None:
         """Next event, None on a clean EOF; ProtocolError on anything malformed."""
-        reader = self._reader
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as err:
-            if not err.partial.strip():
-                return None
-            raise ProtocolError(PROTOCOL, "Connection closed inside an event header") from None
-        except asyncio.LimitOverrunError:
-            raise ProtocolError(TOO_LARGE, f"Event header longer than {MAX_HEADER} bytes") from None
-        if line == self._last_header[0]:
-            header = self._last_header[1]
-        else:
-            header = _json_object(line, "header")
-            self._last_header = (line, header)
+        header = await self._header()
+        if header is None:
+            return None
         event_type = header.get("type")
         if not isinstance(event_type, str) or not event_type:
             raise ProtocolError(PROTOCOL, "Event header has no type")
@@ -78,37 +67,41 @@ class EventReader:
         payload_length = _length(header, "payload_length", MAX_PAYLOAD)
         if not (data_length or payload_length):
             return Event(type=event_type, data=dict(data))
+        raw, payload = await self._body(data_length, payload_length)
+        if raw:
+            data = {**data, **self._data(raw)}
+        return Event(type=event_type, data=dict(data), payload=payload)
+
+    async def _header(self) -> dict[str, Any] | None:
         try:
-            # the timer is only armed when the body is not already buffered
-            buffered = len(getattr(reader, "_buffer", b""))
-            if buffered >= data_length + payload_length:
-                raw, payload = await self._body(data_length, payload_length)
-            else:
-                async with asyncio.timeout(BODY_TIMEOUT):
-                    raw, payload = await self._body(data_length, payload_length)
+            line = await self._reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as err:
+            if not err.partial.strip():
+                return None
+            raise ProtocolError(PROTOCOL, "Connection closed inside an event header") from None
+        except asyncio.LimitOverrunError:
+            raise ProtocolError(TOO_LARGE, f"Event header longer than {MAX_HEADER} bytes") from None
+        if line != self._last_header[0]:
+            self._last_header = (line, _json_object(line, "header"))
+        return self._last_header[1]
+
+    def _data(self, raw: bytes) -> dict[str, Any]:
+        if raw != self._last_data[0]:
+            self._last_data = (raw, _json_object(raw, "data"))
+        return self._last_data[1]
+
+    async def _body(self, data_length: int, payload_length: int) -> tuple[bytes, bytes | None]:
+        """Once a header arrived, its data and payload must follow within BODY_TIMEOUT."""
+        reader = self._reader
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT):
+                raw = await reader.readexactly(data_length) if data_length else b""
+                payload = await reader.readexactly(payload_length) if payload_length else None
         except asyncio.IncompleteReadError:
             raise ProtocolError(PROTOCOL, "Connection closed inside an event body") from None
         except TimeoutError:
             raise ProtocolError(PROTOCOL, "Event body did not arrive in time") from None
-        if raw:
-            if raw == self._last_data[0]:
-                extra = self._last_data[1]
-            else:
-                extra = _json_object(raw, "data")
-                self._last_data = (raw, extra)
-            data = {**data, **extra}
-        return Event(type=event_type, data=dict(data), payload=payload)
-
-    async def _body(self, data_length: int, payload_length: int) -> tuple[bytes, bytes | None]:
-        reader = self._reader
-        raw = await reader.readexactly(data_length) if data_length else b""
-        payload = await reader.readexactly(payload_length) if payload_length else None
         return raw, payload
-
-
-async def read_event(reader: asyncio.StreamReader) -> Event | None:
-    """One event from a reader without caching (see EventReader)."""
-    return await EventReader(reader).read()
 
 
 def encode_event(event: Event) -> bytes:

@@ -1,89 +1,127 @@
-"""Speech-to-text: audio is converted to the backend's format as it arrives (so the upload is
-ready at audio-stop), bounded in length, then sent; streamed deltas become transcript chunks."""
+"""A connection's speech-to-text requests, and their answers: the early transcript when it
+covers the whole utterance, else the transcript of the whole audio; streamed deltas become
+transcript chunks."""
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import TYPE_CHECKING
 
 from wyoming.asr import Transcript, TranscriptChunk, TranscriptStart, TranscriptStop
+from wyoming.event import Event
 
-from .audio import Converter, PcmFormat, check_format
-from .errors import AUDIO_TOO_LONG, BAD_REQUEST, GatewayError
-from .upload import WavUpload
+from .errors import BAD_REQUEST, GatewayError
+from .metrics import EarlyResult, Kind
+from .session import Jobs, SessionContext, Sink
+from .transcription import Transcription
+from .utterance import Utterance
 
-if TYPE_CHECKING:
-    from .connection import Connection
+_LOGGER = logging.getLogger(__name__)
 
 
-class SttSession:
-    """One utterance: transcribe? -> audio-start -> audio-chunk* -> audio-stop."""
+class SttHandler:
+    def __init__(self, ctx: SessionContext, sink: Sink, jobs: Jobs) -> None:
+        self.ctx = ctx
+        self.sink = sink
+        self.jobs = jobs
+        self.model: str | None = None  # pinned by select-program
+        self.utterance: Utterance | None = None
 
-    def __init__(self, conn: Connection, model: str, language: str | None) -> None:
-        self.conn = conn
-        self.model = model
-        self.language = language
-        settings = conn.gateway.settings
-        self.target = PcmFormat(settings.stt_rate, 2, 1)
-        self.limit = int(settings.stt_max_seconds * self.target.rate) * self.target.frame_bytes
-        self.upload = WavUpload(self.target)
-        self.converter: Converter | None = None
-        self.started = False
-        self.failed = False
+    @property
+    def active(self) -> bool:
+        """Audio is coming in."""
+        return self.utterance is not None and self.utterance.started
 
-    def start(self, data: dict[str, object]) -> None:
-        fmt = check_format(data.get("rate"), data.get("width"), data.get("channels"))
-        self.converter = Converter(fmt, self.target)
-        self.started = True
+    def _new(self, name: object = None, language: object = None) -> Utterance:
+        model = self.ctx.catalog.current.stt_model(name, self.model)
+        return Utterance(self.ctx, model, language if isinstance(language, str) else None)
 
-    def add(self, data: dict[str, object], payload: bytes | None) -> None:
-        if self.failed:
-            return
-        if not self.started or self.converter is None:
-            self.failed = True
-            raise GatewayError(BAD_REQUEST, "audio-chunk arrived before audio-start")
-        src = self.converter.source
-        if (data.get("rate"), data.get("width"), data.get("channels")) != (
-            src.rate,
-            src.width,
-            src.channels,
-        ):  # a chunk may declare its own format
-            fmt = check_format(data.get("rate"), data.get("width"), data.get("channels"))
-            self.converter = Converter(fmt, self.target)
-        self.upload.append(self.converter.convert(payload or b""))
-        if self.upload.audio_bytes > self.limit:
-            self.failed = True
-            self.upload.clear()
-            raise GatewayError(
-                AUDIO_TOO_LONG,
-                f"Audio longer than {self.conn.gateway.settings.stt_max_seconds:g} s was refused",
-            )
+    async def _replace(self, utterance: Utterance | None) -> None:
+        old, self.utterance = self.utterance, utterance
+        if old is not None:
+            await old.close()
 
-    async def finish(self) -> None:
-        """audio-stop: upload and answer with transcript events."""
-        if self.failed:
-            return
-        if not self.started:
+    async def transcribe(self, event: Event) -> None:
+        await self.jobs.wait()
+        await self._replace(self._new(event.data.get("name"), event.data.get("language")))
+
+    async def audio_start(self, event: Event) -> None:
+        await self.jobs.wait()
+        current = self.utterance
+        if current is None or current.started or current.failed:
+            await self._replace(self._new())
+        assert self.utterance is not None
+        self.utterance.start(event.data)
+
+    def audio_chunk(self, event: Event) -> None:
+        if self.utterance is None:
+            self.utterance = self._new()
+        self.utterance.add(event.data, event.payload)
+
+    async def audio_stop(self, _event: Event) -> None:
+        utterance, self.utterance = self.utterance, None
+        if utterance is None:
             raise GatewayError(BAD_REQUEST, "audio-stop arrived before audio-start")
-        gw = self.conn.gateway
-        settings = gw.settings
-        started = time.perf_counter()
-        fields = {"model": self.model}
-        if self.language:
-            fields["language"] = self.language
-        if settings.stt_prompt:
-            fields["prompt"] = settings.stt_prompt
-        streaming = self.model in settings.stt_streaming_models
-        sent_start = False
-        async for kind, text in gw.stt.transcribe(self.upload, fields, streaming):
-            if streaming and not sent_start:
-                sent_start = True
-                await self.conn.send(TranscriptStart(language=self.language).event())
-            if kind == "delta":
-                if text:
-                    await self.conn.send(TranscriptChunk(text=text).event())
-                continue
-            gw.metrics.latency["stt"].observe((time.perf_counter() - started) * 1000)
-            await self.conn.send(Transcript(text=text.strip(), language=self.language).event())
-        if sent_start:
-            await self.conn.send(TranscriptStop().event())
+        self.ctx.metrics.requests[Kind.STT] += 1
+        self.jobs.run(Kind.STT, answer(self.ctx, self.sink, utterance))
+
+    async def close(self) -> None:
+        await self._replace(None)
+
+
+async def answer(ctx: SessionContext, sink: Sink, utterance: Utterance) -> None:
+    """audio-stop: answer with transcript events; the clock of the STT latency starts here."""
+    stopped = time.perf_counter()
+    transcription: Transcription | None = None
+    try:
+        if utterance.failed:
+            return
+        if not utterance.started:
+            raise GatewayError(BAD_REQUEST, "audio-stop arrived before audio-start")
+        transcription = await _transcription(ctx, utterance)
+        await _send(ctx, sink, utterance, transcription, stopped)
+    finally:
+        if transcription is not None:
+            await transcription.close()
+        await utterance.close()
+
+
+async def _transcription(ctx: SessionContext, utterance: Utterance) -> Transcription:
+    """The early request if it covers the whole audio and succeeds, else the whole audio's."""
+    early = utterance.early
+    if early is None:
+        return utterance.full_request()
+    candidate = early.at_stop()
+    if candidate is not None:
+        if await candidate.succeeded():
+            ctx.metrics.early[EarlyResult.HIT] += 1
+            _LOGGER.debug("STT answered by early transcription %d", early.cuts)
+            return candidate
+        ctx.metrics.early[EarlyResult.WASTED] += 1
+        _LOGGER.debug("Early transcription failed (%s)", candidate.error)
+    ctx.metrics.early[EarlyResult.MISS] += 1
+    _LOGGER.debug("STT answered by the whole audio (%d early cuts)", early.cuts)
+    return utterance.full_request()
+
+
+async def _send(
+    ctx: SessionContext,
+    sink: Sink,
+    utterance: Utterance,
+    transcription: Transcription,
+    stopped: float,
+) -> None:
+    language = utterance.language
+    sent_start = False
+    async for kind, text in transcription.results():
+        if utterance.streaming and not sent_start:
+            sent_start = True
+            await sink.send(TranscriptStart(language=language).event())
+        if kind == "delta":
+            if text:
+                await sink.send(TranscriptChunk(text=text).event())
+            continue
+        ctx.metrics.latency[Kind.STT].observe((time.perf_counter() - stopped) * 1000)
+        await sink.send(Transcript(text=text.strip(), language=language).event())
+    if sent_start:
+        await sink.send(TranscriptStop().event())

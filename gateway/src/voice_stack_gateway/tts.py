@@ -1,210 +1,72 @@
-"""Text-to-speech: plain requests and streamed text, in one fixed output format.
-
-Streaming keeps three things apart so none waits on another: the connection keeps reading text
-(the splitter releases sentences), up to N sentences ahead of the one playing are fetched
-concurrently, and one writer sends their audio strictly in order.
-"""
+"""A connection's text-to-speech requests: plain `synthesize`, and streams of
+synthesize-start / synthesize-chunk* / synthesize / synthesize-stop."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
-
-from wyoming.audio import AudioStart, AudioStop
 from wyoming.event import Event
-from wyoming.tts import SynthesizeStopped
+from wyoming.tts import Synthesize, SynthesizeStart
 
-from .audio import Converter, PcmFormat
-from .errors import INTERNAL, GatewayError
-from .protocol import encode_audio_chunk
-from .sentences import SentenceSplitter
-
-if TYPE_CHECKING:
-    from .connection import Connection
-
-_LOGGER = logging.getLogger(__name__)
+from .errors import BAD_REQUEST, GatewayError
+from .metrics import Kind
+from .session import Jobs, SessionContext, Sink
+from .synthesis import StreamingSynthesis, synthesize_plain
 
 
-@dataclass(frozen=True, slots=True)
-class VoiceChoice:
-    name: str
-    model: str
+class TtsHandler:
+    def __init__(self, ctx: SessionContext, sink: Sink, jobs: Jobs) -> None:
+        self.ctx = ctx
+        self.sink = sink
+        self.jobs = jobs
+        self.model: str | None = None  # pinned by select-program
+        self.stream: StreamingSynthesis | None = None
 
+    @property
+    def active(self) -> bool:
+        return self.stream is not None
 
-def request_body(conn: Connection, text: str, voice: VoiceChoice) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "model": voice.model,
-        "input": text,
-        "voice": voice.name,
-        "response_format": "pcm",
-    }
-    speed = conn.gateway.settings.tts_speed
-    if speed is not None:
-        body["speed"] = speed
-    return body
+    async def synthesize(self, event: Event) -> None:
+        if self.stream is not None:
+            return  # the compatibility copy of a streamed text: already being spoken
+        await self.jobs.wait()
+        request = Synthesize.from_event(event)
+        if not request.text.strip():
+            raise GatewayError(BAD_REQUEST, "Nothing to synthesize: the text is empty")
+        self.ctx.metrics.requests[Kind.TTS] += 1
+        voice = self.ctx.catalog.current.voice(request.voice, self.model)
+        self.jobs.run(Kind.TTS, synthesize_plain(self.ctx, self.sink, request.text, voice))
 
+    async def start(self, event: Event) -> None:
+        await self.jobs.wait()
+        if self.stream is not None:
+            await self.stream.cancel()
+        self.ctx.metrics.requests[Kind.TTS_STREAM] += 1
+        voice = self.ctx.catalog.current.voice(SynthesizeStart.from_event(event).voice, self.model)
+        self.stream = StreamingSynthesis(self.ctx, self.sink, voice, self._ended)
 
-class AudioOut:
-    """Writes one audio-start/chunks/audio-stop envelope in the output format, converting
-    whatever each upstream response delivers."""
+    async def chunk(self, event: Event) -> None:
+        stream = self._current("synthesize-chunk")
+        text = event.data.get("text")
+        if isinstance(text, str) and not stream.failed:
+            stream.add_text(text)
 
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-        self.format = PcmFormat(conn.gateway.settings.tts_output_rate, 2, 1)
-        self.started = False
-        self._converter: Converter | None = None
-
-    def new_source(self) -> None:
-        """Each upstream response gets its own resampler state."""
-        self._converter = None
-
-    async def write(self, fmt: PcmFormat, pcm: bytes) -> bool:
-        """Write converted audio; True if this was the first audio of the envelope."""
-        if self._converter is None or self._converter.source != fmt:
-            self._converter = Converter(fmt, self.format)
-        data = self._converter.convert(pcm)
-        f = self.format
-        events: list[Event | bytes] = []
-        first = not self.started
-        if first:
-            self.started = True
-            events.append(AudioStart(rate=f.rate, width=f.width, channels=f.channels).event())
-        if data:
-            events.append(encode_audio_chunk(f.rate, f.width, f.channels, data))
-        if events:
-            await self.conn.send(*events)
-        return first
-
-    async def stop(self) -> None:
-        if self.started:
-            await self.conn.send(AudioStop().event())
-
-
-async def synthesize_plain(conn: Connection, text: str, voice: VoiceChoice) -> None:
-    """One request, audio forwarded as it arrives, exactly one envelope."""
-    gw = conn.gateway
-    started = time.perf_counter()
-    out = AudioOut(conn)
-    async for fmt, pcm in gw.tts.speech(request_body(conn, text, voice), gw.settings.tts_pcm_rate):
-        if await out.write(fmt, pcm):
-            gw.metrics.latency["tts"].observe((time.perf_counter() - started) * 1000)
-    if not out.started:
-        raise GatewayError(INTERNAL, "TTS produced no audio")
-    await out.stop()
-
-
-_DONE = object()
-
-
-@dataclass(slots=True)
-class SentenceJob:
-    index: int
-    text: str
-    queue: asyncio.Queue[object] = field(default_factory=asyncio.Queue)
-    task: asyncio.Task[None] | None = None
-
-
-class StreamingSynthesis:
-    """synthesize-start .. synthesize-chunk* .. synthesize-stop for one connection."""
-
-    def __init__(self, conn: Connection, voice: VoiceChoice) -> None:
-        self.conn = conn
-        self.voice = voice
-        self.splitter = SentenceSplitter()
-        self.lookahead = conn.gateway.settings.tts_concurrency
-        self.jobs: asyncio.Queue[SentenceJob | None] = asyncio.Queue()
-        self.all_jobs: list[SentenceJob] = []
-        self.head = 0  # index of the sentence being played
-        self.window = asyncio.Condition()
-        self.started = time.perf_counter()
-        self.stopped = False
-        self.failed = False  # an error was sent; later text of this stream is dropped
-        self.writer = asyncio.create_task(self._run(), name="tts stream writer")
-
-    def add_text(self, text: str) -> None:
-        for sentence in self.splitter.add(text):
-            self._submit(sentence)
-
-    def stop(self) -> None:
-        """synthesize-stop: flush the tail; the writer ends the stream when all audio is out."""
-        if self.stopped:
-            return
-        self.stopped = True
-        for sentence in self.splitter.finish():
-            self._submit(sentence)
-        self.jobs.put_nowait(None)
-
-    async def cancel(self) -> None:
-        """Client gone or failure: stop every upstream request."""
-        tasks = [j.task for j in self.all_jobs if j.task is not None]
-        if self.writer is not asyncio.current_task():
-            tasks.append(self.writer)
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-
-    def _cancel_fetches(self) -> None:
-        for job in self.all_jobs:
-            if job.task is not None:
-                job.task.cancel()
-
-    def _submit(self, text: str) -> None:
-        job = SentenceJob(len(self.all_jobs), text)
-        job.task = asyncio.create_task(self._fetch(job), name=f"tts sentence {job.index}")
-        self.all_jobs.append(job)
-        self.jobs.put_nowait(job)
-
-    async def _fetch(self, job: SentenceJob) -> None:
-        gw = self.conn.gateway
-        try:
-            async with self.window:
-                await self.window.wait_for(lambda: job.index < self.head + self.lookahead)
-            body = request_body(self.conn, job.text, self.voice)
-            async for item in gw.tts.speech(body, gw.settings.tts_pcm_rate):
-                job.queue.put_nowait(item)
-            job.queue.put_nowait(_DONE)
-        except GatewayError as err:
-            job.queue.put_nowait(err)
-        except Exception:  # never leave the writer waiting on a sentence that cannot finish
-            _LOGGER.exception("Unexpected failure synthesizing a sentence")
-            job.queue.put_nowait(GatewayError(INTERNAL, "Internal error during synthesis"))
-
-    async def _run(self) -> None:
-        try:
-            await self._write_all()
-        except GatewayError as err:
-            self.failed = True
-            self._cancel_fetches()
-            await self.conn.send_error(err, "tts_stream")
-        except ConnectionError, RuntimeError:  # the client went away mid-stream
-            self.failed = True
-            self._cancel_fetches()
-        finally:
-            self.conn.stream_finished(self)
-
-    async def _write_all(self) -> None:
-        out = AudioOut(self.conn)
-        gw = self.conn.gateway
-        while (job := await self.jobs.get()) is not None:
-            out.new_source()
-            while (item := await job.queue.get()) is not _DONE:
-                if isinstance(item, GatewayError):
-                    raise item
-                fmt, pcm = cast(tuple[PcmFormat, bytes], item)
-                if await out.write(fmt, pcm):
-                    gw.metrics.latency["tts_stream"].observe(
-                        (time.perf_counter() - self.started) * 1000
-                    )
-            async with self.window:
-                self.head = job.index + 1
-                self.window.notify_all()
-        if out.started:
-            await self.conn.send(AudioStop().event(), SynthesizeStopped().event())
+    async def stop(self, _event: Event) -> None:
+        stream = self._current("synthesize-stop")
+        if stream.failed:
+            self.stream = None
         else:
-            await self.conn.send(SynthesizeStopped().event())
+            stream.stop()
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            await self.stream.cancel()
+
+    def _current(self, what: str) -> StreamingSynthesis:
+        if self.stream is None or self.stream.stopped:
+            raise GatewayError(BAD_REQUEST, f"{what} arrived outside a stream")
+        return self.stream
+
+    def _ended(self, stream: StreamingSynthesis) -> None:
+        # a failed stream stays current until synthesize-stop, so its remaining chunks and the
+        # compatibility synthesize are not mistaken for new requests
+        if self.stream is stream and stream.stopped:
+            self.stream = None

@@ -12,14 +12,13 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
 from .audio import PcmFormat, WavStream
-from .config import public_url, redact_urls
 from .errors import (
     BACKEND_BAD_RESPONSE,
     BACKEND_ERROR,
@@ -27,7 +26,8 @@ from .errors import (
     BACKEND_UNREACHABLE,
     GatewayError,
 )
-from .upload import WavUpload
+from .metrics import BackendState
+from .urls import public_url, redact_urls
 
 _LOGGER = logging.getLogger(__name__)
 _PCM_TYPES = {"audio/pcm", "audio/l16", "audio/raw", "audio/x-raw", "application/octet-stream"}
@@ -44,22 +44,19 @@ class Timeouts:
     total: float
 
 
-# Outcome callback: (ok, or None for a refused request; latency_ms; error text); feeds /health.
-Outcome = Callable[[bool | None, float | None, str | None], None]
-
-
 class Backend:
-    """One OpenAI-compatible server (the ASR or the TTS side)."""
+    """One OpenAI-compatible server (the STT or the TTS side); every outcome of a request or a
+    probe is recorded in its `state` (what /health shows)."""
 
     def __init__(
-        self, kind: str, base_url: str, api_key: str, timeouts: Timeouts, on_outcome: Outcome
+        self, kind: str, base_url: str, api_key: str, timeouts: Timeouts, state: BackendState
     ) -> None:
-        self.kind = kind  # "ASR" or "TTS", used in client-facing texts
+        self.kind = kind  # "STT" or "TTS", used in client-facing texts
         self.base_url = base_url.rstrip("/")
         self.public_url = public_url(self.base_url)  # what error texts may quote
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeouts = timeouts
-        self._on_outcome = on_outcome
+        self.state = state
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -83,8 +80,13 @@ class Backend:
             total=total or t.total, sock_connect=t.connect, sock_read=t.first_byte
         )
 
-    def error(self, exc: BaseException, action: str) -> GatewayError:
-        """Translate a transport failure into a clear client-facing error (and record it)."""
+    def record_failure(self, exc: BaseException, action: str) -> GatewayError:
+        """Record a failed request in `state`; the clear client-facing error it becomes."""
+        err = self._translate(exc, action)
+        self.state.record(None if err.backend_healthy else False, None, err.text)
+        return err
+
+    def _translate(self, exc: BaseException, action: str) -> GatewayError:
         if isinstance(exc, GatewayError):
             err = exc
         elif isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
@@ -95,9 +97,11 @@ class Backend:
                 f" total {self.timeouts.total:g} s)",
             )
         elif isinstance(exc, aiohttp.ClientConnectorError):
+            # a speech server loading its model at startup is the usual reason: say so
+            never = "; it has not answered since the gateway started" if self._never_up() else ""
             err = GatewayError(
                 BACKEND_UNREACHABLE,
-                f"{self.kind} backend {self.public_url} is unreachable: {exc.os_error}",
+                f"{self.kind} backend {self.public_url} is unreachable: {exc.os_error}{never}",
             )
         elif isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError)):
             err = GatewayError(BACKEND_BAD_RESPONSE, f"{self.kind} backend cut the {action} short")
@@ -106,8 +110,10 @@ class Backend:
                 BACKEND_ERROR,
                 f"{self.kind} backend {action} failed: {redact_urls(str(exc))}",
             )
-        self._on_outcome(None if err.backend_healthy else False, None, err.text)
         return err
+
+    def _never_up(self) -> bool:
+        return self.state.last_success is None
 
     async def _check_status(self, resp: aiohttp.ClientResponse, action: str) -> None:
         if resp.status < 400:
@@ -126,38 +132,39 @@ class Backend:
         self, body: dict[str, Any], pcm_rate: int
     ) -> AsyncIterator[tuple[PcmFormat, bytes]]:
         """POST /audio/speech asking for raw PCM; yields (format, bytes) as they arrive."""
+        try:
+            async for item in self._speech(body, pcm_rate):
+                yield item
+        except (TimeoutError, GatewayError, aiohttp.ClientError) as exc:
+            raise self.record_failure(exc, "synthesis") from None
+
+    async def _speech(
+        self, body: dict[str, Any], pcm_rate: int
+    ) -> AsyncIterator[tuple[PcmFormat, bytes]]:
         started = time.perf_counter()
         first = True
-        try:
-            async with self.session.post(
-                f"{self.base_url}/audio/speech", json=body, timeout=self._timeout()
-            ) as resp:
-                await self._check_status(resp, "synthesis")
-                decoder = BodyDecoder(resp.content_type, self.kind, pcm_rate)
-                async for data in resp.content.iter_chunked(_READ_SIZE):
-                    fmt, pcm = decoder.feed(data)
-                    if first and fmt is not None:
-                        first = False
-                        self._on_outcome(True, (time.perf_counter() - started) * 1000, None)
-                    if pcm and fmt is not None:
-                        yield fmt, pcm
-            if first:
-                raise GatewayError(  # noqa: TRY301 - mapped with the transport errors below
-                    BACKEND_BAD_RESPONSE, f"{self.kind} backend returned no audio"
-                )
-        except (TimeoutError, GatewayError, aiohttp.ClientError) as exc:
-            raise self.error(exc, "synthesis") from None
+        async with self.session.post(
+            f"{self.base_url}/audio/speech", json=body, timeout=self._timeout()
+        ) as resp:
+            await self._check_status(resp, "synthesis")
+            decoder = BodyDecoder(resp.content_type, self.kind, pcm_rate)
+            async for data in resp.content.iter_chunked(_READ_SIZE):
+                fmt, pcm = decoder.feed(data)
+                if first and fmt is not None:
+                    first = False
+                    self.state.record(True, (time.perf_counter() - started) * 1000, None)
+                if pcm and fmt is not None:
+                    yield fmt, pcm
+        if first:
+            raise GatewayError(BACKEND_BAD_RESPONSE, f"{self.kind} backend returned no audio")
 
-    # --- ASR -------------------------------------------------------------------------------------
+    # --- STT -------------------------------------------------------------------------------------
 
     async def transcribe(
-        self, upload: WavUpload, fields: dict[str, str], stream: bool
+        self, body: bytes | bytearray, content_type: str, stream: bool
     ) -> AsyncIterator[tuple[str, str]]:
-        """POST /audio/transcriptions; yields ("delta", text) per SSE delta, then ("done", text)."""
-        fields = {**fields, "response_format": "json"}
-        if stream:
-            fields["stream"] = "true"
-        body, content_type = upload.finish(fields)
+        """POST /audio/transcriptions with a complete multipart body (see upload.py); yields
+        ("delta", text) per SSE delta, then ("done", text)."""
         started = time.perf_counter()
         try:
             async with self.session.post(
@@ -172,9 +179,9 @@ class Backend:
                         yield item
                 else:
                     yield "done", await _json_transcript(resp, self.kind)
-            self._on_outcome(True, (time.perf_counter() - started) * 1000, None)
+            self.state.record(True, (time.perf_counter() - started) * 1000, None)
         except (TimeoutError, GatewayError, aiohttp.ClientError) as exc:
-            raise self.error(exc, "transcription") from None
+            raise self.record_failure(exc, "transcription") from None
 
     # --- metadata and probes -------------------------------------------------------------------
 
@@ -199,7 +206,7 @@ class Backend:
                     return (time.perf_counter() - started) * 1000
                 if resp.status not in (404, 405):
                     break
-        raise GatewayError(BACKEND_ERROR, f"{self.kind} health check failed: HTTP {resp.status}")
+        raise GatewayError(BACKEND_ERROR, f"HTTP {resp.status}")
 
 
 def _error_detail(body: str) -> str:

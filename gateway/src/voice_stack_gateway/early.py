@@ -1,0 +1,137 @@
+"""Early transcription: while the audio of an utterance still arrives, a pause after some speech
+sends the audio so far to the backend at once, so the transcript is often ready when audio-stop
+comes (Home Assistant sends it only after about 0.7 s of silence of its own).
+
+Every decision counts audio frames, never the wall clock, so the same audio always gives the
+same cuts however fast it is sent. No speech can be lost: an early transcript answers only if
+not one frame after its cut was speech; otherwise the whole audio is transcribed as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from enum import Enum
+from typing import Protocol
+
+from .metrics import EarlyResult, Metrics
+from .transcription import Transcription
+from .vad import FRAME_BYTES, FRAME_MS, SpeechFrames
+
+_LOGGER = logging.getLogger(__name__)
+MIN_SPEECH_MS = 250  # speech before a pause counts
+RESUME_MS = 100  # speech after a cut that makes its result useless
+
+
+class Signal(Enum):
+    CUT = "cut"  # a pause after enough speech: transcribe the audio so far
+    RESUMED = "resumed"  # speech again after the last cut: its result is useless
+
+
+class Frames(Protocol):
+    def is_speech(self, frame: bytes) -> bool:
+        """Whether one 20 ms frame of 16 kHz 16-bit mono audio holds speech."""
+
+
+class PauseDetector:
+    """Turns 16 kHz 16-bit mono audio into cut / resumed signals, by counting frames."""
+
+    def __init__(self, pause_ms: int, frames: Frames | None = None) -> None:
+        self._pause_frames = max(1, -(-pause_ms // FRAME_MS))
+        self._frames: Frames = frames or SpeechFrames()
+        self._carry = b""
+        self._speech = 0  # speech frames in the utterance
+        self._quiet = 0  # quiet frames in a row
+        self._after_cut = 0  # speech frames since the last cut
+        self._cut = False  # a cut was made and no speech came after it yet...
+        self.armed = True  # ...or speech came after it: a later pause may cut again
+
+    @property
+    def speech_after_cut(self) -> bool:
+        return self._after_cut > 0
+
+    def feed(self, pcm: bytes) -> list[Signal]:
+        data = self._carry + pcm
+        whole = len(data) - len(data) % FRAME_BYTES
+        self._carry = data[whole:]
+        signals = []
+        for at in range(0, whole, FRAME_BYTES):
+            signal = self._frame(self._frames.is_speech(data[at : at + FRAME_BYTES]))
+            if signal is not None:
+                signals.append(signal)
+        return signals
+
+    def flush(self) -> list[Signal]:
+        """The end of the audio: a last partial frame is judged too (padded with silence)."""
+        rest, self._carry = self._carry, b""
+        return self.feed(rest + bytes(FRAME_BYTES - len(rest))) if rest else []
+
+    def _frame(self, speech: bool) -> Signal | None:
+        if speech:
+            self._speech += 1
+            self._quiet = 0
+            if not self._cut:
+                return None
+            self._after_cut += 1
+            self.armed = True
+            return Signal.RESUMED if self._after_cut == RESUME_MS // FRAME_MS else None
+        self._quiet += 1
+        enough = self._speech * FRAME_MS >= MIN_SPEECH_MS
+        if self.armed and enough and self._quiet >= self._pause_frames:
+            self.armed = False
+            self._cut = True
+            self._after_cut = 0
+            return Signal.CUT
+        return None
+
+
+class EarlyTranscription:
+    """The early requests of one utterance: at most `max_cuts`, one in flight at a time."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        start: Callable[[], Transcription],
+        pause_ms: int,
+        max_cuts: int,
+    ) -> None:
+        self._metrics = metrics
+        self._start = start
+        self._max = max_cuts
+        self._detector = PauseDetector(pause_ms)
+        self.cuts = 0
+        self.current: Transcription | None = None
+        self._dropped: list[Transcription] = []
+
+    def feed(self, pcm16k: bytes) -> None:
+        for signal in self._detector.feed(pcm16k):
+            if signal is Signal.RESUMED:
+                self._drop("speech resumed")
+            elif self.cuts < self._max:
+                self._drop("a later pause")
+                self.cuts += 1
+                self.current = self._start()
+                _LOGGER.debug("Early transcription %d of %d started", self.cuts, self._max)
+
+    def at_stop(self) -> Transcription | None:
+        """audio-stop: the early request that answers, if no speech came after its cut."""
+        self._detector.flush()
+        if self._detector.speech_after_cut:
+            self._drop("speech after the last cut")
+        current, self.current = self.current, None
+        return current
+
+    async def close(self) -> None:
+        """The utterance is over: no early request may outlive it."""
+        self._drop("the utterance ended")
+        dropped, self._dropped = self._dropped, []
+        for transcription in dropped:
+            await transcription.close()
+
+    def _drop(self, why: str) -> None:
+        if self.current is not None:
+            _LOGGER.debug("Early transcription %d dropped: %s", self.cuts, why)
+            self.current.cancel()
+            self._dropped.append(self.current)
+            self.current = None
+            self._metrics.early[EarlyResult.WASTED] += 1

@@ -1,0 +1,212 @@
+"""Text-to-speech work: plain requests and streamed text, in one fixed output format.
+
+Streaming keeps three things apart so none waits on another: the connection keeps reading text
+(the splitter releases sentences), up to N sentences ahead of the one playing are fetched
+concurrently, and one writer sends their audio strictly in order. A stream is one audio-start /
+chunks / audio-stop envelope, then synthesize-stopped; piper sends one envelope per sentence
+instead. Home Assistant fixes the format at the first audio-start and ignores later ones, so one
+envelope in one format is what it plays correctly either way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from wyoming.audio import AudioStart, AudioStop
+from wyoming.event import Event
+from wyoming.tts import SynthesizeStopped
+
+from .audio import Converter, PcmFormat
+from .catalog import VoiceChoice
+from .errors import INTERNAL, GatewayError
+from .metrics import Kind
+from .protocol import encode_audio_chunk
+from .sentences import SentenceSplitter
+from .session import SessionContext, Sink
+
+_LOGGER = logging.getLogger(__name__)
+
+
+def request_body(ctx: SessionContext, text: str, voice: VoiceChoice) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": voice.model,
+        "input": text,
+        "voice": voice.name,
+        "response_format": "pcm",
+    }
+    if ctx.tts.speed is not None:
+        body["speed"] = ctx.tts.speed
+    return body
+
+
+class AudioOut:
+    """Writes one audio-start/chunks/audio-stop envelope in the output format, converting
+    whatever each upstream response delivers."""
+
+    def __init__(self, ctx: SessionContext, sink: Sink) -> None:
+        self.sink = sink
+        self.format = PcmFormat(ctx.tts.output_rate, 2, 1)
+        self.started = False
+        self._converter: Converter | None = None
+
+    def new_source(self) -> None:
+        """Each upstream response gets its own resampler state."""
+        self._converter = None
+
+    async def write(self, fmt: PcmFormat, pcm: bytes) -> bool:
+        """Write converted audio; True if this was the first audio of the envelope."""
+        if self._converter is None or self._converter.source != fmt:
+            self._converter = Converter(fmt, self.format)
+        data = self._converter.convert(pcm)
+        f = self.format
+        events: list[Event | bytes] = []
+        first = not self.started
+        if first:
+            self.started = True
+            events.append(AudioStart(rate=f.rate, width=f.width, channels=f.channels).event())
+        if data:
+            events.append(encode_audio_chunk(f.rate, f.width, f.channels, data))
+        if events:
+            await self.sink.send(*events)
+        return first
+
+    async def stop(self) -> None:
+        if self.started:
+            await self.sink.send(AudioStop().event())
+
+
+async def synthesize_plain(ctx: SessionContext, sink: Sink, text: str, voice: VoiceChoice) -> None:
+    """One request, audio forwarded as it arrives, exactly one envelope."""
+    started = time.perf_counter()
+    out = AudioOut(ctx, sink)
+    async for fmt, pcm in ctx.tts_backend.speech(request_body(ctx, text, voice), ctx.tts.pcm_rate):
+        if await out.write(fmt, pcm):
+            ctx.metrics.latency[Kind.TTS].observe((time.perf_counter() - started) * 1000)
+    if not out.started:
+        raise GatewayError(INTERNAL, "TTS produced no audio")
+    await out.stop()
+
+
+_DONE = object()
+
+
+@dataclass(slots=True)
+class SentenceJob:
+    index: int
+    text: str
+    queue: asyncio.Queue[object] = field(default_factory=asyncio.Queue)
+    task: asyncio.Task[None] | None = None
+
+
+class StreamingSynthesis:
+    """synthesize-start .. synthesize-chunk* .. synthesize-stop for one connection; `on_end`
+    is called when its writer ends (all audio out, a failure, or the client gone)."""
+
+    def __init__(
+        self,
+        ctx: SessionContext,
+        sink: Sink,
+        voice: VoiceChoice,
+        on_end: Callable[[StreamingSynthesis], None],
+    ) -> None:
+        self.ctx = ctx
+        self.sink = sink
+        self.voice = voice
+        self.splitter = SentenceSplitter()
+        self.jobs: asyncio.Queue[SentenceJob | None] = asyncio.Queue()
+        self.all_jobs: list[SentenceJob] = []
+        self.head = 0  # index of the sentence being played
+        self.window = asyncio.Condition()
+        self.started = time.perf_counter()
+        self.stopped = False
+        self.failed = False  # an error was sent; later text of this stream is dropped
+        self._on_end = on_end
+        self.writer = asyncio.create_task(self._run(), name="tts stream writer")
+
+    def add_text(self, text: str) -> None:
+        for sentence in self.splitter.add(text):
+            self._submit(sentence)
+
+    def stop(self) -> None:
+        """synthesize-stop: flush the tail; the writer ends the stream when all audio is out."""
+        if self.stopped:
+            return
+        self.stopped = True
+        for sentence in self.splitter.finish():
+            self._submit(sentence)
+        self.jobs.put_nowait(None)
+
+    async def cancel(self) -> None:
+        """Client gone or failure: stop every upstream request."""
+        tasks = [j.task for j in self.all_jobs if j.task is not None]
+        if self.writer is not asyncio.current_task():
+            tasks.append(self.writer)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def _cancel_fetches(self) -> None:
+        for job in self.all_jobs:
+            if job.task is not None:
+                job.task.cancel()
+
+    def _submit(self, text: str) -> None:
+        job = SentenceJob(len(self.all_jobs), text)
+        job.task = asyncio.create_task(self._fetch(job), name=f"tts sentence {job.index}")
+        self.all_jobs.append(job)
+        self.jobs.put_nowait(job)
+
+    async def _fetch(self, job: SentenceJob) -> None:
+        ctx = self.ctx
+        try:
+            async with self.window:
+                await self.window.wait_for(lambda: job.index < self.head + ctx.tts.concurrency)
+            body = request_body(ctx, job.text, self.voice)
+            async for item in ctx.tts_backend.speech(body, ctx.tts.pcm_rate):
+                job.queue.put_nowait(item)
+            job.queue.put_nowait(_DONE)
+        except GatewayError as err:
+            job.queue.put_nowait(err)
+        except Exception:  # never leave the writer waiting on a sentence that cannot finish
+            _LOGGER.exception("Unexpected failure synthesizing a sentence")
+            job.queue.put_nowait(GatewayError(INTERNAL, "Internal error during synthesis"))
+
+    async def _run(self) -> None:
+        try:
+            await self._write_all()
+        except GatewayError as err:
+            self.failed = True
+            self._cancel_fetches()
+            await self.sink.send_error(err, Kind.TTS_STREAM)
+        except (ConnectionError, RuntimeError):  # the client went away mid-stream
+            self.failed = True
+            self._cancel_fetches()
+        finally:
+            self._on_end(self)
+
+    async def _write_all(self) -> None:
+        out = AudioOut(self.ctx, self.sink)
+        latency = self.ctx.metrics.latency[Kind.TTS_STREAM]
+        while (job := await self.jobs.get()) is not None:
+            out.new_source()
+            while (item := await job.queue.get()) is not _DONE:
+                if isinstance(item, GatewayError):
+                    raise item
+                fmt, pcm = cast(tuple[PcmFormat, bytes], item)
+                if await out.write(fmt, pcm):
+                    latency.observe((time.perf_counter() - self.started) * 1000)
+            async with self.window:
+                self.head = job.index + 1
+                self.window.notify_all()
+        if out.started:
+            await self.sink.send(AudioStop().event(), SynthesizeStopped().event())
+        else:
+            await self.sink.send(SynthesizeStopped().event())

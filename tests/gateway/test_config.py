@@ -1,0 +1,102 @@
+"""config.py: validated settings from flags over the environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from voice_stack_gateway.config import parse_settings, split_list
+
+
+def test_settings_from_env_and_flags() -> None:
+    env = {
+        "STT_OPENAI_URL": "http://asr:8000/v1/",
+        "TTS_VOICES": "af_heart, am_adam",
+        "TTS_SPEED": "1.25",
+        "WYOMING_URI": "tcp://0.0.0.0:10300",
+        "GATEWAY_TTS_STREAMING": "off",
+        "STT_MODELS": "a b,c",
+        "TTS_OPENAI_KEY": "secret",
+    }
+    s = parse_settings([], env)
+    assert s.stt_url == "http://asr:8000/v1"
+    assert s.tts_voices == ("af_heart", "am_adam")
+    assert s.tts_speed == 1.25
+    assert not s.tts_streaming
+    assert s.stt_models == ("a", "b", "c")
+    assert s.tts_key == "secret"
+    assert parse_settings(["--uri", "tcp://127.0.0.1:1"], env).uri == "tcp://127.0.0.1:1"
+    assert split_list(" ") == ()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--tts-speed", "x"],
+        ["--stt-rate", "-1"],
+        ["--stt-early-pause-ms", "-5"],
+        ["--stt-early-max", "0"],
+        ["--stt-early-max", "two"],
+    ],
+)
+def test_bad_values_stop_with_a_message(bad: list[str]) -> None:
+    with pytest.raises(SystemExit, match=bad[0]):
+        parse_settings(bad, {})
+
+
+def test_early_transcription_settings() -> None:
+    s = parse_settings([], {})
+    assert (s.stt_early_pause_ms, s.stt_early_max) == (300, 3)
+    off = parse_settings([], {"STT_EARLY_PAUSE_MS": "0", "STT_EARLY_MAX": "1"})
+    assert (off.stt_early_pause_ms, off.stt_early_max) == (0, 1)
+
+
+def test_wyoming_uri_alone_is_used() -> None:
+    """A drop-in wyoming-openai user sets only WYOMING_URI (the image sets no GATEWAY_URI)."""
+    assert parse_settings([], {"WYOMING_URI": "tcp://0.0.0.0:10555"}).uri == "tcp://0.0.0.0:10555"
+    both = {"WYOMING_URI": "tcp://0.0.0.0:10555", "GATEWAY_URI": "tcp://0.0.0.0:10666"}
+    assert parse_settings([], both).uri == "tcp://0.0.0.0:10666"
+    assert parse_settings([], {}).uri == "tcp://0.0.0.0:10300"
+
+
+@pytest.mark.parametrize(
+    ("given", "name"),
+    [
+        ([], ""),
+        (["--zeroconf"], "voice-stack-gateway"),
+        (["--zeroconf", "kitchen-gw"], "kitchen-gw"),
+        (["--zeroconf", "false"], ""),
+        (["--zeroconf", "OFF"], ""),
+        (["--zeroconf", "0"], ""),
+        (["--zeroconf", "true"], "voice-stack-gateway"),
+        (["--zeroconf="], ""),
+    ],
+)
+def test_zeroconf_name_and_off_values(given: list[str], name: str) -> None:
+    assert parse_settings(given, {}).zeroconf == name
+    if given[1:]:
+        assert parse_settings([], {"GATEWAY_ZEROCONF": given[1]}).zeroconf == name
+
+
+def test_keys_from_files(tmp_path: Path) -> None:
+    """Docker secrets: KEY_FILE names a file holding the key; it wins over KEY, a flag wins over
+    both, and a file that cannot be read stops startup with its name (never the key)."""
+    secret = tmp_path / "stt_key"
+    secret.write_text("sk-from-file\n")
+    env = {"STT_OPENAI_KEY_FILE": str(secret), "STT_OPENAI_KEY": "sk-plain"}
+    assert parse_settings([], env).stt_key == "sk-from-file"
+    assert parse_settings(["--stt-openai-key", "sk-flag"], env).stt_key == "sk-flag"
+    assert parse_settings([], {"TTS_OPENAI_KEY_FILE": str(secret)}).tts_key == "sk-from-file"
+    with pytest.raises(SystemExit, match="TTS_OPENAI_KEY_FILE"):
+        parse_settings([], {"TTS_OPENAI_KEY_FILE": str(tmp_path / "missing")})
+
+
+def test_advertise_host_forms() -> None:
+    host = parse_settings(["--advertise-host", "gpu-box.lan"], {}).advertise_host
+    assert host == "gpu-box.lan"
+    assert parse_settings(["--advertise-host", " 10.0.0.7 "], {}).advertise_host == "10.0.0.7"
+    assert parse_settings([], {"GATEWAY_ADVERTISE_HOST": "fd00::2"}).advertise_host == "fd00::2"
+    for bad in ("http://gpu-box", "gpu box", "-x.lan", "a..b"):
+        with pytest.raises(SystemExit, match="IP address or a host name"):
+            parse_settings([f"--advertise-host={bad}"], {})

@@ -1,0 +1,241 @@
+"""early.py: early transcription. The pause detector counts frames (so its cuts are the same
+however fast audio is sent); behind the gateway, real faster-whisper hears piper's speech with
+pauses put in, and the fake supplies the faults."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from wyoming.asr import Transcribe
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+
+from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.procs import Service
+from voice_stack_gateway.early import PauseDetector, Signal
+from voice_stack_gateway.gateway import Gateway
+from voice_stack_gateway.metrics import Kind
+from voice_stack_gateway.vad import FRAME_BYTES
+
+from .conftest import Client, Clients, GatewayFactory, first_error, silence, speech_pcm, wait_for
+from .test_stt import PHRASE, words
+
+LOUD, QUIET = b"\xff\x7f" * (FRAME_BYTES // 2), bytes(FRAME_BYTES)
+
+
+class Scripted:
+    """Frames are speech when they hold any sound: the detector's counting, without a VAD's say."""
+
+    def is_speech(self, frame: bytes) -> bool:
+        return any(frame)
+
+
+def after_cut(detector: PauseDetector) -> bool:
+    return detector.speech_after_cut
+
+
+def signals(detector: PauseDetector, *parts: tuple[bytes, int]) -> list[Signal]:
+    out: list[Signal] = []
+    for frame, count in parts:
+        out += detector.feed(frame * count)
+    return out
+
+
+def test_a_pause_after_speech_cuts() -> None:
+    d = PauseDetector(300, Scripted())
+    assert signals(d, (LOUD, 12), (QUIET, 14)) == []  # 240 ms of speech is not enough
+    assert signals(d, (LOUD, 1), (QUIET, 14)) == []  # 260 ms, but only 280 ms of pause
+    assert signals(d, (QUIET, 1)) == [Signal.CUT]
+    assert signals(d, (QUIET, 100)) == []  # one cut per pause
+    assert not d.speech_after_cut
+
+
+def test_speech_after_a_cut() -> None:
+    d = PauseDetector(300, Scripted())
+    assert signals(d, (LOUD, 20), (QUIET, 15)) == [Signal.CUT]
+    assert signals(d, (LOUD, 4)) == []  # 80 ms: not yet resumed...
+    assert after_cut(d)  # ...but this cut can no longer answer
+    assert signals(d, (LOUD, 1)) == [Signal.RESUMED]
+    assert signals(d, (QUIET, 15)) == [Signal.CUT]  # a later pause cuts again
+    assert not after_cut(d)
+    assert signals(d, (LOUD, 2), (QUIET, 15)) == [Signal.CUT]  # a short burst, then a pause
+
+
+def test_frames_are_counted_across_chunks_and_at_the_end() -> None:
+    d = PauseDetector(300, Scripted())
+    audio = LOUD * 20 + QUIET * 15
+    got: list[Signal] = []
+    for at in range(0, len(audio), 333):  # chunks that split frames
+        got += d.feed(audio[at : at + 333])
+    assert got == [Signal.CUT]
+    d.feed(LOUD[:100])  # a last partial frame of speech...
+    assert not after_cut(d)
+    d.flush()  # ...is judged at the end
+    assert after_cut(d)
+
+
+# --- behind the gateway ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def phrases(speech_server: Service) -> dict[str, bytes]:
+    async def make() -> dict[str, bytes]:
+        texts = {"light": "Turn on the kitchen light.", "blinds": "And close the blinds."}
+        return {k: await speech_pcm(speech_server.url, t) for k, t in texts.items()}
+
+    return asyncio.run(make())
+
+
+async def utterance(c: Client, pcm: bytes, chunk: int = 2048) -> list[str]:
+    """Send one utterance as fast as the socket takes it; the events of the answer."""
+    await c.send(Transcribe(language="en").event(), AudioStart(16000, 2, 1).event())
+    for at in range(0, len(pcm), chunk):
+        await c.send(AudioChunk(16000, 2, 1, pcm[at : at + chunk]).event())
+    await c.send(AudioStop().event())
+    events = await c.read_until("transcript")
+    return [f"{e.type}:{e.data.get('text', '')}" for e in events]
+
+
+def early(gw: Gateway) -> dict[str, int]:
+    return {str(k): v for k, v in gw.metrics.early.items()}
+
+
+async def test_trailing_silence_is_answered_early(
+    speech_server: Service,
+    phrases: dict[str, bytes],
+    make_gateway: GatewayFactory,
+    client: Clients,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, "voice_stack_gateway")
+    gw = await make_gateway(speech_server.url + "/v1")
+    async with client(gw) as c:
+        assert words(await utterance(c, silence(0.3) + phrases["light"] + silence(1.0))) == PHRASE
+    assert early(gw) == {"hit": 1, "miss": 0, "wasted": 0}
+    assert "STT answered by early transcription 1" in caplog.text
+    assert gw.metrics.latency[Kind.STT].n == 1
+
+
+async def test_a_pause_mid_utterance_loses_nothing(
+    speech_server: Service, phrases: dict[str, bytes], make_gateway: GatewayFactory, client: Clients
+) -> None:
+    """The pause starts an early request; the words after it make it useless; the pause after
+    them starts another, whose transcript holds both parts."""
+    gw = await make_gateway(speech_server.url + "/v1")
+    audio = phrases["light"] + silence(0.6) + phrases["blinds"] + silence(0.8)
+    async with client(gw) as c:
+        heard = words(await utterance(c, audio))
+    assert PHRASE in heard
+    assert "close the blinds" in heard
+    assert early(gw) == {"hit": 1, "miss": 0, "wasted": 1}
+
+
+async def test_speech_until_audio_stop_is_transcribed_whole(
+    speech_server: Service, phrases: dict[str, bytes], make_gateway: GatewayFactory, client: Clients
+) -> None:
+    gw = await make_gateway(speech_server.url + "/v1")
+    audio = phrases["light"] + silence(0.6) + phrases["blinds"]  # no pause before audio-stop
+    async with client(gw) as c:
+        heard = words(await utterance(c, audio))
+    assert PHRASE in heard
+    assert "close the blinds" in heard
+    assert early(gw) == {"hit": 0, "miss": 1, "wasted": 1}
+
+
+async def test_streaming_models_keep_streaming(
+    speech_server: Service, phrases: dict[str, bytes], make_gateway: GatewayFactory, client: Clients
+) -> None:
+    gw = await make_gateway(speech_server.url + "/v1", stt_streaming_models=("tiny.en",))
+    async with client(gw) as c:
+        result = await utterance(c, phrases["light"] + silence(1.0))
+        result += [f"{e.type}:" for e in await c.read_until("transcript-stop")]
+    assert result[0] == "transcript-start:"
+    assert any(r.startswith("transcript-chunk:") for r in result)
+    assert words(result) == PHRASE
+    assert result[-1] == "transcript-stop:"
+    assert early(gw)["hit"] == 1
+
+
+async def test_turned_off(
+    phrases: dict[str, bytes],
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    gw = await make_gateway(fake_speech.url, stt_early_pause_ms=0)
+    async with client(gw) as c:
+        await utterance(c, phrases["light"] + silence(0.6) + phrases["blinds"] + silence(1.0))
+    assert len(fake_speech.requests) == 1
+    assert early(gw) == {"hit": 0, "miss": 0, "wasted": 0}
+
+
+async def test_at_most_early_max_per_utterance(
+    phrases: dict[str, bytes],
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    gw = await make_gateway(fake_speech.url, stt_early_max=2)
+    pause = silence(0.5)
+    audio = phrases["light"] + pause + phrases["blinds"] + pause + phrases["light"] + pause
+    async with client(gw) as c:
+        assert (await utterance(c, audio))[-1].startswith("transcript:")
+    # two early requests (both useless: speech followed each), then the whole audio (the fake
+    # may not have read a request cancelled at once, so the gateway's count is the one to trust)
+    assert early(gw) == {"hit": 0, "miss": 1, "wasted": 2}
+    assert fake_speech.requests[-1]["bytes"] == len(audio) + 44
+
+
+@pytest.mark.parametrize("early_fault", ["status500", "hang"])
+async def test_a_failed_early_request_falls_back_to_the_whole_audio(
+    phrases: dict[str, bytes],
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+    early_fault: str,
+) -> None:
+    gw = await make_gateway(fake_speech.url, first_byte_timeout=0.5)
+    fake_speech.stt_modes = [early_fault]  # the early request fails, the next one is fine
+    audio = phrases["light"] + silence(1.0)
+    async with client(gw) as c:
+        result = await utterance(c, audio)
+    assert result[-1] == f"transcript:heard {len(audio) + 44} bytes"
+    assert early(gw) == {"hit": 0, "miss": 1, "wasted": 1}
+
+
+async def test_a_backend_that_keeps_failing_gets_a_clear_error(
+    phrases: dict[str, bytes],
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    gw = await make_gateway(fake_speech.url)
+    fake_speech.mode = "status500"
+    async with client(gw) as c:
+        await c.send(Transcribe(language="en").event(), AudioStart(16000, 2, 1).event())
+        await c.send(AudioChunk(16000, 2, 1, phrases["light"] + silence(1.0)).event())
+        await c.send(AudioStop().event())
+        err = first_error(await c.read_until("transcript"))
+    assert err.data["code"] == "backend-error"
+    assert "HTTP 500" in err.data["text"]
+    assert len(fake_speech.requests) == 2  # the early request, then the whole audio
+
+
+async def test_a_client_leaving_mid_utterance_cancels_the_early_request(
+    phrases: dict[str, bytes],
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    gw = await make_gateway(fake_speech.url)
+    fake_speech.mode = "hang"
+    async with client(gw) as c:
+        await c.send(Transcribe(language="en").event(), AudioStart(16000, 2, 1).event())
+        await c.send(AudioChunk(16000, 2, 1, phrases["light"] + silence(0.5)).event())
+        await wait_for(lambda: len(fake_speech.requests) == 1)
+    await wait_for(lambda: fake_speech.cancelled == 1)
+    await wait_for(lambda: gw.metrics.active_sessions == 0)
+    assert early(gw) == {"hit": 0, "miss": 0, "wasted": 1}
+    left = [t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("stt")]
+    assert left == []

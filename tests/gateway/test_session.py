@@ -1,0 +1,63 @@
+"""session.py: the job queue that keeps a connection's answers in order."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from wyoming.event import Event
+
+from voice_stack_gateway.errors import GatewayError
+from voice_stack_gateway.metrics import Kind
+from voice_stack_gateway.session import Jobs
+
+
+class Recorder:
+    """A sink that keeps what it was given."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.errors: list[tuple[str, Kind]] = []
+
+    async def send(self, *events: Event | bytes) -> None:
+        raise ConnectionResetError("client gone")
+
+    async def send_error(self, err: GatewayError, kind: Kind) -> None:
+        self.errors.append((err.code, kind))
+
+
+async def test_jobs_run_one_at_a_time_and_report_failures(caplog: pytest.LogCaptureFixture) -> None:
+    sink = Recorder()
+    jobs = Jobs(sink)
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def first() -> None:
+        await release.wait()
+        order.append("first")
+
+    async def failing() -> None:
+        raise GatewayError("backend-error", "nope")
+
+    async def broken() -> None:
+        raise LookupError("a bug")
+
+    async def writing() -> None:
+        await sink.send(b"")
+
+    jobs.run(Kind.TTS, first())
+    assert jobs.busy
+    waiter = asyncio.create_task(jobs.wait())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    release.set()
+    await waiter
+    assert order == ["first"]
+    for coro in (failing(), broken(), writing()):
+        jobs.run(Kind.STT, coro)
+        await jobs.wait()
+    assert sink.errors == [("backend-error", Kind.STT), ("internal-error", Kind.STT)]
+    assert "Unexpected failure in stt" in caplog.text
+    jobs.run(Kind.STT, asyncio.sleep(3600))
+    await jobs.cancel()
+    assert not jobs.busy
