@@ -3,8 +3,8 @@
     bench/setup-anchors            # once: wyoming-openai 0.8.0 in .cache/venv/bench-wyoming-openai
     PYTHONPATH=dev .cache/venv/gw/bin/python bench/gateway_bench.py [--rounds 30] > result.json
 
-Backend (bench/synthetic_backend.py): TTS first byte after 150 ms, audio at 0.1x real time;
-ASR answers 100 ms after the upload. "Overhead" is a gateway's latency minus the same request
+Backend (voice_stack_dev.fake_speech, paced): TTS first byte after 150 ms, audio at 0.1x real
+time; STT answers 100 ms after the upload. "Overhead" is a gateway's latency minus the same request
 made directly to the backend in the same run (interleaved), so both gateways are measured
 against one baseline. Prints one JSON document.
 """
@@ -16,8 +16,6 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -30,8 +28,12 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from voice_stack_dev.paths import CACHE, REPO, venv_bin
+from voice_stack_dev.benchstats import overhead, summary, summary_with_blocks
+from voice_stack_dev.fake_speech import held_ms, start_fake_speech, tag_text
+from voice_stack_dev.gateway import start_wyoming_openai
+from voice_stack_dev.paths import venv_bin
 from voice_stack_dev.procs import Service, free_port
+from voice_stack_dev.wavs import wav
 
 TEXT = "Turn on the kitchen light please."
 REPLY = (
@@ -44,28 +46,6 @@ HUNG_LIMIT_S = 20.0
 # connections or collecting garbage (wyoming-openai's GC passes take up to 50 ms), and on a
 # 2-core machine that would be charged to whoever goes next.
 SETTLE_S = 0.25
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def summary(values: list[float]) -> dict[str, float]:
-    return {"median": round(statistics.median(values), 2), "p95": round(pct(values, 0.95), 2),
-            "n": len(values)}  # fmt: skip
-
-
-def block_p95(values: list[float], size: int) -> dict[str, float]:
-    """Spread of the p95 over consecutive blocks: how much one short run could have said."""
-    blocks = [pct(values[i : i + size], 0.95) for i in range(0, len(values) - size + 1, size)]
-    return {"min": round(min(blocks), 2), "median": round(statistics.median(blocks), 2),
-            "max": round(max(blocks), 2), "blocks": len(blocks)}  # fmt: skip
-
-
-def summary_with_blocks(values: list[float]) -> dict[str, Any]:
-    """summary() plus the p95 spread over blocks of 10 rounds of 8 sessions."""
-    return summary(values) | {"p95_by_10_rounds": block_p95(values, 80)}
 
 
 def rss_mb(pid: int) -> float:
@@ -274,21 +254,9 @@ async def interleaved(
     return results
 
 
-def tag_text(tag: str) -> str:
-    """TEXT with a tag the synthetic backend records its own time under (not spoken)."""
-    return f"{TEXT} [id:{tag}]"
-
-
 def tagged(prefix: str) -> list[str]:
     """8 differently tagged copies of TEXT, for one burst of sessions."""
-    return [tag_text(f"{prefix}-{i}") for i in range(8)]
-
-
-async def backend_held(session: aiohttp.ClientSession, url: str) -> dict[str, float]:
-    """ms each tagged request spent in the synthetic backend (keyed by its full text)."""
-    async with session.get(f"{url.removesuffix('/v1')}/bench/held") as resp:
-        records: dict[str, float] = await resp.json()
-    return {tag_text(tag): ms for tag, ms in records.items()}
+    return [tag_text(TEXT, f"{prefix}-{i}") for i in range(8)]
 
 
 def _first_audio(port: int) -> Callable[[], Awaitable[float]]:
@@ -302,9 +270,148 @@ def _stt_after_stop(port: int) -> Callable[[], Awaitable[float]]:
     return lambda: wyoming_stt(port)
 
 
-def overhead(values: list[float], baseline: list[float]) -> dict[str, float]:
-    base = statistics.median(baseline)
-    return summary([v - base for v in values])
+Gateways = dict[str, int]  # name -> Wyoming port
+
+
+async def tts_first_audio(
+    session: aiohttp.ClientSession, url: str, gateways: Gateways, rounds: int
+) -> tuple[dict[str, Any], float]:
+    """Plain TTS first audio (wyoming-openai asks for WAV, ours for PCM); also the direct median."""
+    tts_ms = await interleaved(rounds, {
+        "direct_pcm": lambda: direct_tts(session, url, TEXT, "pcm"),
+        "direct_wav": lambda: direct_tts(session, url, TEXT, "wav"),
+        **{n: _first_audio(p) for n, p in gateways.items()},
+    })  # fmt: skip
+    result = {
+        "voice_stack_gateway": overhead(tts_ms["voice_stack_gateway"], tts_ms["direct_pcm"]),
+        "wyoming_openai": overhead(tts_ms["wyoming_openai"], tts_ms["direct_wav"]),
+        "direct_first_byte_ms": summary(tts_ms["direct_pcm"]),
+    }
+    return result, statistics.median(tts_ms["direct_pcm"])
+
+
+async def stt_after_stop(
+    session: aiohttp.ClientSession, url: str, gateways: Gateways, rounds: int
+) -> dict[str, Any]:
+    """STT result after audio-stop, for 3 s of quiet (no early transcription can start)."""
+    body = wav(PCM_3S, 16000)
+    stt = await interleaved(rounds, {
+        "direct": lambda: direct_stt(session, url, body),
+        **{n: _stt_after_stop(p) for n, p in gateways.items()},
+    })  # fmt: skip
+    return {n: overhead(stt[n], stt["direct"]) for n in gateways} | {
+        "direct_ms": summary(stt["direct"])
+    }
+
+
+class Concurrent:
+    """8 concurrent TTS sessions per round. Each round measures the backend directly first and
+    counts overhead against that round's own direct median, so a slow backend round (the fake
+    backend is a Python process too) is not charged to the gateways. The 8 sessions of a round
+    share one fate (a scheduling stall hits them all), so a p95 needs many rounds: 10 rounds put
+    it anywhere from 2.6 to 13 ms for the same code. The gateways take turns going first. Round
+    0 is a warm-up (it opens 8 backend connections at once), reported as the cold-burst figure."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, gateways: Gateways) -> None:
+        self.session, self.url, self.gateways = session, url, gateways
+        self.overhead: dict[str, list[float]] = {n: [] for n in gateways}
+        self.transit: dict[str, list[float]] = {n: [] for n in gateways}
+        self.cold: dict[str, list[float]] = {n: [] for n in gateways}
+        self.direct: list[float] = []
+
+    async def round(self, index: int) -> None:
+        await asyncio.sleep(SETTLE_S)
+        barrier = asyncio.Barrier(8)
+        texts = tagged(f"direct-{index}")
+        direct = await asyncio.gather(
+            *(direct_tts(self.session, self.url, t, "pcm", barrier) for t in texts)
+        )
+        held = await held_ms(self.session, self.url, TEXT)
+        base = statistics.median(direct)
+        base_transit = statistics.median(d - held[t] for d, t in zip(direct, texts, strict=True))
+        order = list(self.gateways.items())
+        for name, port in order if index % 2 else order[::-1]:
+            await self._gateway_round(index, name, port, base, base_transit)
+        if index:
+            self.direct += direct
+
+    async def _gateway_round(
+        self, index: int, name: str, port: int, base: float, base_transit: float
+    ) -> None:
+        await asyncio.sleep(SETTLE_S)
+        barrier = asyncio.Barrier(8)
+        texts = tagged(f"{name}-{index}")
+        pairs = await asyncio.gather(*(wyoming_tts(port, t, barrier) for t in texts))
+        (self.cold if index == 0 else self.overhead)[name] += [p[0] - base for p in pairs]
+        held = await held_ms(self.session, self.url, TEXT)
+        if index:
+            self.transit[name] += [
+                p[0] - held[t] - base_transit for p, t in zip(pairs, texts, strict=True)
+            ]
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "tts_8_concurrent_overhead_ms": {
+                n: summary_with_blocks(v) for n, v in self.overhead.items()
+            }
+            | {"direct_first_byte_ms": summary(self.direct)},
+            # the same sessions with the time each request spent inside the backend (its own
+            # timer and scheduling, as the backend measured it) taken out on both sides: what
+            # remains is the way there and back, through a gateway or direct
+            "tts_8_concurrent_overhead_excluding_backend_time_ms": {
+                n: summary_with_blocks(v) for n, v in self.transit.items()
+            },
+            "tts_8_concurrent_cold_first_round_overhead_ms": {
+                n: summary(v) for n, v in self.cold.items()
+            },
+        }
+
+
+async def streaming_tts(
+    session: aiohttp.ClientSession, url: str, gateways: Gateways, rounds: int, ttfb: float
+) -> dict[str, Any]:
+    """4 sentences, 3 words every 50 ms, against the least possible first audio and end."""
+    completions = sentence_completion_times()
+    totals = [
+        statistics.median([await direct_tts_total(session, url, s) for _ in range(3)])
+        for s, _ in completions
+    ]
+    least_first = completions[0][1] * 1000 + ttfb
+    least_end = max(
+        t_done * 1000 + total for (_s, t_done), total in zip(completions, totals, strict=True)
+    )
+    stream: dict[str, Any] = {
+        "least_possible_first_audio_ms": round(least_first, 1),
+        "least_possible_end_ms": round(least_end, 1),
+    }
+    for name, port in gateways.items():
+        runs = [await wyoming_stream(port) for _ in range(max(3, rounds // 6))]
+        first = statistics.median(r["first_audio_ms"] for r in runs)
+        end = statistics.median(r["end_ms"] for r in runs)
+        stream[name] = {
+            "first_audio_ms": round(first, 1),
+            "first_audio_vs_least_ms": round(first - least_first, 1),
+            "end_ms": round(end, 1),
+            "end_vs_least_ms": round(end - least_end, 1),
+        }
+    return stream
+
+
+async def errors(gateways: Gateways) -> dict[str, Any]:
+    """A backend HTTP 500 and a hung backend: how soon does the client hear?"""
+    out: dict[str, Any] = {}
+    for name, port in gateways.items():
+        fivehundred = [await error_time(port, "Fail now [500]", 10.0) for _ in range(5)]
+        hung = await error_time(port, "Never [hang]", HUNG_LIMIT_S)
+        answered = [v for v in fivehundred if v is not None]
+        out[name] = {
+            "http_500_error_ms": summary(answered) if len(answered) == len(fivehundred) else None,
+            "hung_backend_error_ms": round(hung, 1) if hung is not None else None,
+            "hung_backend_note": None
+            if hung is not None
+            else f"no error within {HUNG_LIMIT_S:.0f} s",
+        }
+    return out
 
 
 async def bench(
@@ -313,132 +420,24 @@ async def bench(
     gateways = {"voice_stack_gateway": ours.port, "wyoming_openai": anchor.port}
     result: dict[str, Any] = {}
     async with aiohttp.ClientSession() as session:
-        # 1. plain TTS first audio (wyoming-openai asks for WAV; ours for PCM)
-        tts_ms = await interleaved(rounds, {
-            "direct_pcm": lambda: direct_tts(session, backend_url, TEXT, "pcm"),
-            "direct_wav": lambda: direct_tts(session, backend_url, TEXT, "wav"),
-            **{n: _first_audio(p) for n, p in gateways.items()},
-        })  # fmt: skip
-        result["tts_first_audio_overhead_ms"] = {
-            "voice_stack_gateway": overhead(tts_ms["voice_stack_gateway"], tts_ms["direct_pcm"]),
-            "wyoming_openai": overhead(tts_ms["wyoming_openai"], tts_ms["direct_wav"]),
-            "direct_first_byte_ms": summary(tts_ms["direct_pcm"]),
-        }
-        # 2. STT result after audio-stop
-        wav = _wav16k(PCM_3S)
-        stt = await interleaved(rounds, {
-            "direct": lambda: direct_stt(session, backend_url, wav),
-            **{n: _stt_after_stop(p) for n, p in gateways.items()},
-        })  # fmt: skip
-        result["stt_result_overhead_ms"] = {
-            n: overhead(stt[n], stt["direct"]) for n in gateways
-        } | {"direct_ms": summary(stt["direct"])}
-        # 3. 8 concurrent TTS sessions. Each round measures the backend directly first and
-        # counts overhead against that round's own direct median, so a slow backend round (the
-        # synthetic backend is a Python process too) is not charged to the gateways. The 8
-        # sessions of a round share one fate (a scheduling stall hits them all), so a p95 needs
-        # many rounds: 10 rounds put it anywhere from 2.6 to 13 ms for the same code. The
-        # gateways take turns going first. Round 0 is a warm-up (it opens 8 backend connections
-        # at once) and is reported on its own as the cold-burst figure.
-        conc: dict[str, list[float]] = {n: [] for n in gateways}
-        transit: dict[str, list[float]] = {n: [] for n in gateways}
-        cold: dict[str, list[float]] = {n: [] for n in gateways}
-        direct_all: list[float] = []
+        result["tts_first_audio_overhead_ms"], ttfb = await tts_first_audio(
+            session, backend_url, gateways, rounds
+        )
+        result["stt_result_overhead_ms"] = await stt_after_stop(
+            session, backend_url, gateways, rounds
+        )
+        concurrent = Concurrent(session, backend_url, gateways)
         for index in range(concurrent_rounds + 1):
-            await asyncio.sleep(SETTLE_S)
-            barrier = asyncio.Barrier(8)
-            texts = tagged(f"direct-{index}")
-            direct = await asyncio.gather(
-                *(direct_tts(session, backend_url, t, "pcm", barrier) for t in texts)
-            )
-            base = statistics.median(direct)
-            held = await backend_held(session, backend_url)
-            base_transit = statistics.median(
-                d - held[t] for d, t in zip(direct, texts, strict=True)
-            )
-            order = list(gateways.items())
-            for name, port in order if index % 2 else order[::-1]:
-                await asyncio.sleep(SETTLE_S)
-                barrier = asyncio.Barrier(8)
-                texts = tagged(f"{name}-{index}")
-                pairs = await asyncio.gather(*(wyoming_tts(port, t, barrier) for t in texts))
-                (cold if index == 0 else conc)[name] += [p[0] - base for p in pairs]
-                held = await backend_held(session, backend_url)
-                if index:
-                    transit[name] += [
-                        p[0] - held[t] - base_transit for p, t in zip(pairs, texts, strict=True)
-                    ]
-            if index:
-                direct_all += direct
-        result["tts_8_concurrent_overhead_ms"] = {
-            n: summary_with_blocks(v) for n, v in conc.items()
-        } | {"direct_first_byte_ms": summary(direct_all)}
-        # The same sessions with the time each request spent inside the backend (its own timer
-        # and scheduling, as the backend measured it) taken out on both sides: what remains is
-        # the way there and back, through a gateway or direct.
-        result["tts_8_concurrent_overhead_excluding_backend_time_ms"] = {
-            n: summary_with_blocks(v) for n, v in transit.items()
-        }
-        result["tts_8_concurrent_cold_first_round_overhead_ms"] = {
-            n: summary(v) for n, v in cold.items()
-        }
-        # 4. streaming TTS: 4 sentences, 3 words every 50 ms
-        completions = sentence_completion_times()
-        totals = [statistics.median([await direct_tts_total(session, backend_url, s)
-                                     for _ in range(3)]) for s, _ in completions]  # fmt: skip
-        ttfb = statistics.median(tts_ms["direct_pcm"])
-        least_first = completions[0][1] * 1000 + ttfb
-        least_end = 0.0
-        for (_s, t_done), total in zip(completions, totals, strict=True):
-            least_end = max(least_end, t_done * 1000 + total)
-        stream: dict[str, Any] = {"least_possible_first_audio_ms": round(least_first, 1),
-                                  "least_possible_end_ms": round(least_end, 1)}  # fmt: skip
-        for name, port in gateways.items():
-            runs = [await wyoming_stream(port) for _ in range(max(3, rounds // 6))]
-            first = [r["first_audio_ms"] for r in runs]
-            ends = [r["end_ms"] for r in runs]
-            stream[name] = {
-                "first_audio_ms": round(statistics.median(first), 1),
-                "first_audio_vs_least_ms": round(statistics.median(first) - least_first, 1),
-                "end_ms": round(statistics.median(ends), 1),
-                "end_vs_least_ms": round(statistics.median(ends) - least_end, 1),
-            }
-        result["streaming_tts"] = stream
+            await concurrent.round(index)
+        result |= concurrent.result()
+        result["streaming_tts"] = await streaming_tts(session, backend_url, gateways, rounds, ttfb)
         result["mixed_backend_rates"] = {n: await stream_rates(p) for n, p in gateways.items()}
-        # 5. errors: a 500 and a hung backend
-        errors: dict[str, Any] = {}
-        for name, port in gateways.items():
-            fivehundred = [await error_time(port, "Fail now [500]", 10.0) for _ in range(5)]
-            hung = await error_time(port, "Never [hang]", HUNG_LIMIT_S)
-            errors[name] = {
-                "http_500_error_ms": summary([v for v in fivehundred if v is not None])
-                if all(v is not None for v in fivehundred) else None,
-                "hung_backend_error_ms": round(hung, 1) if hung is not None else None,
-                "hung_backend_note": None if hung is not None
-                else f"no error within {HUNG_LIMIT_S:.0f} s",
-            }  # fmt: skip
-        result["errors"] = errors
+        result["errors"] = await errors(gateways)
     return result
 
 
-def _wav16k(pcm: bytes) -> bytes:
-    import struct
-
-    return (b"RIFF" + struct.pack("<I", 36 + len(pcm)) + b"WAVEfmt "
-            + struct.pack("<IHHIIHH", 16, 1, 1, 16000, 32000, 2, 16)
-            + b"data" + struct.pack("<I", len(pcm)) + pcm)  # fmt: skip
-
-
 def start_all(log_dir: Path) -> tuple[Service, Service, Service]:
-    anchor_py = CACHE / "venv" / "bench-wyoming-openai" / "bin" / "python"
-    if not anchor_py.exists():
-        anchor_py = Path(subprocess.run([str(REPO / "bench" / "setup-anchors")], check=True,
-                                        capture_output=True, text=True).stdout.strip())  # fmt: skip
-    backend_port = free_port()
-    backend = Service(
-        name="synthetic backend", port=backend_port, log_path=log_dir / "backend.log",
-        argv=[sys.executable, str(REPO / "bench" / "synthetic_backend.py"), str(backend_port)],
-    ).start()  # fmt: skip
+    backend = start_fake_speech(log_dir / "backend.log")
     url = f"{backend.url}/v1"
     port = free_port()
     ours = Service(
@@ -449,16 +448,7 @@ def start_all(log_dir: Path) -> tuple[Service, Service, Service]:
               "--tts-voices", "alloy", "--first-byte-timeout", "2", "--total-timeout", "30",
               "--log-level", "WARNING"],
     ).start()  # fmt: skip
-    aport = free_port()
-    anchor = Service(
-        name="wyoming-openai 0.8.0", port=aport, log_path=log_dir / "anchor.log", health_path=None,
-        argv=[str(anchor_py), "-m", "wyoming_openai", "--uri", f"tcp://127.0.0.1:{aport}",
-              "--log-level", "WARNING",
-              "--stt-openai-url", url, "--stt-openai-key", "x", "--stt-models", "whisper-1",
-              "--stt-backend", "OPENAI", "--tts-openai-url", url, "--tts-openai-key", "x",
-              "--tts-models", "tts-1", "--tts-streaming-models", "tts-1", "--tts-voices", "alloy",
-              "--tts-backend", "OPENAI"],
-    ).start()  # fmt: skip
+    anchor = start_wyoming_openai(url, url, log_dir / "anchor.log")
     return backend, ours, anchor
 
 

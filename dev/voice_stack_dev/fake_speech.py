@@ -22,13 +22,15 @@ import asyncio
 import json
 import re
 import struct
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from aiohttp import web
+from aiohttp import ClientSession, web
 
-from .procs import free_port
+from .procs import Service, free_port
 from .wavs import FLOAT, tone, wav_header
 
 RATE = 24000
@@ -248,12 +250,35 @@ class FakeSpeech:
         return resp
 
 
+def tag_text(text: str, tag: str) -> str:
+    """`text` with a tag the server records its own time under (neither spoken nor counted)."""
+    return f"{text} [id:{tag}]"
+
+
+async def held_ms(session: ClientSession, url: str, text: str) -> dict[str, float]:
+    """ms each tagged request spent in the server, keyed by its full text (the records are
+    cleared); `url` is the server's /v1 URL, `text` the untagged text."""
+    async with session.get(f"{url.removesuffix('/v1')}/bench/held") as resp:
+        records: dict[str, float] = await resp.json()
+    return {tag_text(text, tag): ms for tag, ms in records.items()}
+
+
 def _tagged_mode(text: str, mode: str) -> str:
     """A fault asked for in the text itself (by a client that cannot set `mode`)."""
     for tag, tagged in (("[500]", "status500"), ("[hang]", "hang"), ("[22k]", "wav22k")):
         if tag in text:
             return tagged
     return mode
+
+
+def start_fake_speech(log_path: Path, *, paced: bool = True) -> Service:
+    """The fake as its own process (this interpreter; PYTHONPATH must reach dev/)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "voice_stack_dev.fake_speech", str(port)]
+    return Service(
+        name="fake speech server", argv=[*argv, "--paced"] if paced else argv, port=port,
+        log_path=log_path,
+    ).start()  # fmt: skip
 
 
 def main() -> None:
