@@ -14,6 +14,7 @@ import pytest_asyncio
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
+from wyoming.tts import Synthesize
 
 from voice_stack_dev.fake_speech import FakeSpeech
 from voice_stack_gateway.config import Settings, parse_settings
@@ -121,6 +122,12 @@ def first_error(events: list[Event]) -> Event:
     errors = [e for e in events if e.type == "error"]
     assert errors, f"expected an error event, got {[e.type for e in events]}"
     return errors[0]
+
+
+async def tts_events(c: Client, text: str = "Hello there.") -> list[Event]:
+    """One plain synthesis, answered up to its audio-stop (or an error)."""
+    await c.send(Synthesize(text=text).event())
+    return await c.read_until("audio-stop")
 
 
 async def stt_events(c: Client, pcm: bytes | None = None, rate: int = 16000) -> list[Event]:

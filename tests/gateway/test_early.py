@@ -87,11 +87,16 @@ def phrases(speech_server: Service) -> dict[str, bytes]:
     return asyncio.run(make())
 
 
-async def utterance(c: Client, pcm: bytes, chunk: int = 2048) -> list[str]:
-    """Send one utterance as fast as the socket takes it; the events of the answer."""
+async def start(c: Client, pcm: bytes, chunk: int = 2048) -> None:
+    """The audio of an utterance, as fast as the socket takes it (no audio-stop)."""
     await c.send(Transcribe(language="en").event(), AudioStart(16000, 2, 1).event())
     for at in range(0, len(pcm), chunk):
         await c.send(AudioChunk(16000, 2, 1, pcm[at : at + chunk]).event())
+
+
+async def utterance(c: Client, pcm: bytes) -> list[str]:
+    """One utterance; the events of its answer."""
+    await start(c, pcm)
     await c.send(AudioStop().event())
     events = await c.read_until("transcript")
     return [f"{e.type}:{e.data.get('text', '')}" for e in events]
@@ -117,30 +122,32 @@ async def test_trailing_silence_is_answered_early(
     assert gw.metrics.latency[Kind.STT].n == 1
 
 
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [
+        # the pause starts an early request, the words after it make it useless, the pause
+        # after them starts another, whose transcript holds both parts
+        (0.8, {"hit": 1, "miss": 0, "wasted": 1}),
+        # speech until audio-stop: the whole audio is transcribed
+        (0.0, {"hit": 0, "miss": 1, "wasted": 1}),
+    ],
+)
 async def test_a_pause_mid_utterance_loses_nothing(
-    speech_server: Service, phrases: dict[str, bytes], make_gateway: GatewayFactory, client: Clients
+    speech_server: Service,
+    phrases: dict[str, bytes],
+    make_gateway: GatewayFactory,
+    client: Clients,
+    *,
+    tail: float,
+    expected: dict[str, int],
 ) -> None:
-    """The pause starts an early request; the words after it make it useless; the pause after
-    them starts another, whose transcript holds both parts."""
     gw = await make_gateway(speech_server.url + "/v1")
-    audio = phrases["light"] + silence(0.6) + phrases["blinds"] + silence(0.8)
+    audio = phrases["light"] + silence(0.6) + phrases["blinds"] + silence(tail)
     async with client(gw) as c:
         heard = words(await utterance(c, audio))
     assert PHRASE in heard
     assert "close the blinds" in heard
-    assert early(gw) == {"hit": 1, "miss": 0, "wasted": 1}
-
-
-async def test_speech_until_audio_stop_is_transcribed_whole(
-    speech_server: Service, phrases: dict[str, bytes], make_gateway: GatewayFactory, client: Clients
-) -> None:
-    gw = await make_gateway(speech_server.url + "/v1")
-    audio = phrases["light"] + silence(0.6) + phrases["blinds"]  # no pause before audio-stop
-    async with client(gw) as c:
-        heard = words(await utterance(c, audio))
-    assert PHRASE in heard
-    assert "close the blinds" in heard
-    assert early(gw) == {"hit": 0, "miss": 1, "wasted": 1}
+    assert early(gw) == expected
 
 
 async def test_streaming_models_keep_streaming(
@@ -213,8 +220,7 @@ async def test_a_backend_that_keeps_failing_gets_a_clear_error(
     gw = await make_gateway(fake_speech.url)
     fake_speech.mode = "status500"
     async with client(gw) as c:
-        await c.send(Transcribe(language="en").event(), AudioStart(16000, 2, 1).event())
-        await c.send(AudioChunk(16000, 2, 1, phrases["light"] + silence(1.0)).event())
+        await start(c, phrases["light"] + silence(1.0))
         await c.send(AudioStop().event())
         err = first_error(await c.read_until("transcript"))
     assert err.data["code"] == "backend-error"
@@ -231,8 +237,7 @@ async def test_a_client_leaving_mid_utterance_cancels_the_early_request(
     gw = await make_gateway(fake_speech.url)
     fake_speech.mode = "hang"
     async with client(gw) as c:
-        await c.send(Transcribe(language="en").event(), AudioStart(16000, 2, 1).event())
-        await c.send(AudioChunk(16000, 2, 1, phrases["light"] + silence(0.5)).event())
+        await start(c, phrases["light"] + silence(0.5))
         await wait_for(lambda: len(fake_speech.requests) == 1)
     await wait_for(lambda: fake_speech.cancelled == 1)
     await wait_for(lambda: gw.metrics.active_sessions == 0)

@@ -64,7 +64,7 @@ async def test_down_backend_errors_say_so(make_gateway: GatewayFactory, client: 
     async with client(gw) as c:
         err = first_error(await stt_events(c))
     assert err.data["code"] == "backend-unreachable"
-    assert err.data["text"].startswith(f"STT backend {url} is unreachable")
+    assert err.data["text"].startswith(f"ASR backend {url} is unreachable")
 
 
 async def test_connection_limit(

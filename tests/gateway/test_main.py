@@ -8,19 +8,19 @@ import gc
 import pytest
 
 from voice_stack_dev.fake_speech import FakeSpeech
-from voice_stack_gateway import __main__ as cli
+from voice_stack_gateway.__main__ import main
 
 
 async def test_print_env_table(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        await cli.main(["--print-env-table"])
+        await main(["--print-env-table"])
     assert "TTS_OPENAI_URL" in capsys.readouterr().out
 
 
 async def test_main_runs_and_stops(fake_speech: FakeSpeech) -> None:
     url = fake_speech.url
     task = asyncio.create_task(
-        cli.main(["--uri", "tcp://127.0.0.1:0", "--http-uri", "",
+        main(["--uri", "tcp://127.0.0.1:0", "--http-uri", "",
                   "--stt-openai-url", url, "--tts-openai-url", url])
     )  # fmt: skip
     # once started, the startup heap is kept out of the cyclic GC's passes (they stalled the loop)

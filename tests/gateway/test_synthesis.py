@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from voice_stack_dev.fake_speech import FakeSpeech
 from voice_stack_gateway.metrics import Kind
 
-from .conftest import Client, Clients, GatewayFactory, audio_of, first_error, wait_for
-
-
-async def tts_events(c: Client, text: str = "Hello there.") -> list[Event]:
-    await c.send(Synthesize(text=text).event())
-    return await c.read_until("audio-stop")
+from .conftest import Clients, GatewayFactory, audio_of, first_error, tts_events, wait_for
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from wyoming.event import Event
-from wyoming.tts import Synthesize
 
 from voice_stack_dev.fake_speech import FakeSpeech
 from voice_stack_dev.procs import free_port
@@ -13,12 +11,7 @@ from voice_stack_gateway.audio import PcmFormat
 from voice_stack_gateway.errors import GatewayError
 from voice_stack_gateway.upstream import BodyDecoder, _error_detail
 
-from .conftest import Client, Clients, GatewayFactory, first_error, stt_events
-
-
-async def tts_events(c: Client, text: str = "Hello there.") -> list[Event]:
-    await c.send(Synthesize(text=text).event())
-    return await c.read_until("audio-stop")
+from .conftest import Clients, GatewayFactory, first_error, stt_events, tts_events
 
 
 def test_body_decoder() -> None:

@@ -40,7 +40,8 @@ class Gateway:
         self.settings = s
         self.metrics = Metrics(s.stt_url, s.tts_url)
         timeouts = Timeouts(s.connect_timeout, s.first_byte_timeout, s.total_timeout)
-        self.stt = Backend("STT", s.stt_url, s.stt_key, timeouts, self.metrics.stt_backend)
+        # "ASR" in texts, as the /health key (users and the integration read both)
+        self.stt = Backend("ASR", s.stt_url, s.stt_key, timeouts, self.metrics.stt_backend)
         self.tts = Backend("TTS", s.tts_url, s.tts_key, timeouts, self.metrics.tts_backend)
         self.catalog = CatalogService(s, self.stt, self.tts)
         self.ctx = SessionContext(

@@ -51,7 +51,7 @@ class Backend:
     def __init__(
         self, kind: str, base_url: str, api_key: str, timeouts: Timeouts, state: BackendState
     ) -> None:
-        self.kind = kind  # "STT" or "TTS", used in client-facing texts
+        self.kind = kind  # "ASR" or "TTS", used in client-facing texts
         self.base_url = base_url.rstrip("/")
         self.public_url = public_url(self.base_url)  # what error texts may quote
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
