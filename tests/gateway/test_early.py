@@ -244,3 +244,22 @@ async def test_a_client_leaving_mid_utterance_cancels_the_early_request(
     assert early(gw) == {"hit": 0, "miss": 0, "wasted": 1}
     left = [t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith("stt")]
     assert left == []
+
+
+async def test_a_client_leaving_after_audio_stop_cancels_the_early_answer(
+    phrases: dict[str, bytes],
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    """The early request is the answer and still running when the client goes: it is cancelled
+    at once (not left to the first-byte timeout)."""
+    gw = await make_gateway(fake_speech.url, first_byte_timeout=60)
+    fake_speech.mode = "hang"
+    async with client(gw) as c:
+        await start(c, phrases["light"] + silence(1.0))
+        await c.send(AudioStop().event())
+        await wait_for(lambda: len(fake_speech.requests) == 1)
+    await wait_for(lambda: fake_speech.cancelled == 1)
+    await wait_for(lambda: gw.metrics.active_sessions == 0)
+    assert early(gw) == {"hit": 0, "miss": 0, "wasted": 0}

@@ -42,8 +42,9 @@ class Transcription:
             self._changed.set()
 
     async def succeeded(self) -> bool:
-        """Wait for the end; True if the backend gave a transcript."""
-        await asyncio.shield(self._task)
+        """Wait for the end (a waiter cancelled cancels the request); True if the backend gave a
+        transcript."""
+        await self._task
         return self.error is None
 
     async def results(self) -> AsyncIterator[tuple[str, str]]:
