@@ -90,16 +90,16 @@ class Connection:
             self.writer.close()
 
     async def _handle(self, event: Event) -> None:
-        route = None if event.type == "audio-chunk" else self._routes.get(event.type)
-        if route is None and event.type != "audio-chunk":
+        if event.type == "audio-chunk":  # the hot path first
+            route: Route = (self._audio_chunk, Kind.STT)
+        elif (found := self._routes.get(event.type)) is not None:
+            route = found
+        else:
             _LOGGER.debug("Ignoring event %s", event.type)  # the protocol says: drop unknown events
             return
-        kind = Kind.STT if route is None else route[1]
+        handler, kind = route
         try:
-            if route is None:
-                self.stt.audio_chunk(event)  # the hot path: no coroutine per chunk
-            else:
-                await route[0](event)
+            await handler(event)
         except GatewayError as err:
             await self.send_error(err, kind)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -117,6 +117,9 @@ class Connection:
         self.writer.close()
 
     # --- events the connection answers itself ----------------------------------------------------
+
+    async def _audio_chunk(self, event: Event) -> None:
+        self.stt.audio_chunk(event)
 
     async def _describe(self, _event: Event) -> None:
         await self.send(self.ctx.catalog.describe)
