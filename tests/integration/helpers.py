@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 from typing import Any
@@ -152,8 +153,18 @@ async def setup_entry(hass: HomeAssistant, entry: ConfigEntry) -> None:
 
 
 async def settle(hass: HomeAssistant) -> None:
-    """Let every task the integration started (warm-ups included) finish."""
-    await hass.async_block_till_done(wait_background_tasks=True)
+    """Let every task the integration started (warm-ups included) finish.
+
+    HA's async_block_till_done skips a task that is being cancelled, and anyio (under the
+    SDK's httpx2) briefly marks the task that opens a connection as such: the integration's
+    own tasks are awaited by name as well.
+    """
+    while True:
+        await hass.async_block_till_done(wait_background_tasks=True)
+        ours = [t for t in asyncio.all_tasks() if t.get_name().startswith(DOMAIN) and not t.done()]
+        if not ours:
+            return
+        await asyncio.wait(ours)
 
 
 async def poll(hass: HomeAssistant, entry: ConfigEntry) -> None:
