@@ -63,7 +63,12 @@ def run_demo(state_dir: Path, output: Path, *extra: str) -> tuple[int, dict[str,
 def _read_report(stdout: IO[str], limit: float) -> dict[str, Any]:
     """The JSON report a kept demo prints before it waits (its last line is a lone "}")."""
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
     deadline = time.monotonic() + limit
     text: list[str] = []
     while not text or text[-1].rstrip("\n") != "}":
@@ -81,6 +86,7 @@ def kept_demo(
 ) -> Iterator[tuple[dict[str, Any], subprocess.Popen[str]]]:
     """`scripts/demo --keep`: its report once everything is up, and the running process.
     Leaving the block stops it with SIGTERM (the demo then stops every service)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
     log = (state_dir / "kept-demo.stderr").open("w")
     proc = subprocess.Popen(
         [*_argv(state_dir, output), "--keep"],

@@ -39,7 +39,8 @@ def first_run(demo_dirs: tuple[Path, Path]) -> dict[str, Any]:
 def _sensor(result: dict[str, Any], entity_prefix: str, name_part: str) -> dict[str, Any]:
     for reading in result["sensors"]:
         if reading["entity_id"].startswith(entity_prefix) and name_part in reading["name"].lower():
-            return reading
+            found: dict[str, Any] = reading
+            return found
     pytest.fail(f"no {entity_prefix}* '{name_part}' in {[r['name'] for r in result['sensors']]}")
 
 

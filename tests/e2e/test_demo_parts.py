@@ -23,7 +23,7 @@ from voice_stack_dev.demo.state import DemoState
 
 
 def test_fill_form_answers_then_prefills_then_required_defaults() -> None:
-    schema = [
+    schema: list[dict[str, Any]] = [
         {"name": "url", "required": True},
         {"name": "slot", "required": True, "description": {"suggested_value": 2}},
         {"name": "max_tokens", "required": True, "description": {"suggested_value": 512}},
