@@ -150,7 +150,6 @@ def _value(reading: EntityReading) -> str:
     try:
         number = float(reading.state)
     except ValueError:
-        text = reading.state
-    else:
-        text = f"{number:.0f}" if number.is_integer() or abs(number) >= 100 else f"{number:.1f}"
+        return reading.state  # "unknown", "ready"...: no unit
+    text = f"{number:.0f}" if number.is_integer() or abs(number) >= 100 else f"{number:.1f}"
     return text + (f" {reading.unit}" if reading.unit else "")
