@@ -24,7 +24,7 @@ from .provision import PIPELINE_NAME, AgentPlan, provision
 from .render import render
 from .report import DemoReport, Provisioning, ServiceReport
 from .roles import SERVICES, SPEC, Role
-from .services import N_PARALLEL, Stack, start_backends, start_home_assistant
+from .services import DEFAULT_MODEL, N_PARALLEL, Stack, start_backends, start_home_assistant
 from .state import DEFAULT_DIR, DemoState
 from .turns import AGENT_SERVICE, TurnContext, default_requests, run_turns
 
@@ -32,7 +32,6 @@ COMMAND = "Turn on the kitchen light"
 QUESTION = "What is the capital of France?"
 FOLLOW_UP = "And what is the capital of Germany?"
 OUTPUT = REPO / "demo-output"
-DEFAULT_MODEL = "smollm2"
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,11 @@ from .errors import DemoError
 from .roles import GATEWAY_HTTP_PORT, SPEC, Role
 from .state import DemoState
 
+DEFAULT_MODEL = "smollm2"
 LLAMA_THREADS = 1  # -t 2 on 2 busy cores was 20x slower (spin-waiting threads)
-CTX_PER_SLOT = 4096  # HA's Assist prompt with tools is ~3k tokens
+CTX_PER_SLOT = 4096  # SmolLM2 gets no tools: its prompt is under 200 tokens
+# A user's model gets HA's Assist API when it can call tools: ~3k prompt tokens with them.
+USER_MODEL_CTX_PER_SLOT = 8192
 N_PARALLEL = 4
 RESERVED_SLOTS = (0,)
 STT_MODEL = "tiny.en"
@@ -89,7 +92,7 @@ def _start_llm_chain(stack: Stack, state: DemoState, model: str) -> None:
             model,
             api_key=state.llama_key,
             n_parallel=N_PARALLEL,
-            ctx_per_slot=CTX_PER_SLOT,
+            ctx_per_slot=CTX_PER_SLOT if model == DEFAULT_MODEL else USER_MODEL_CTX_PER_SLOT,
             threads=LLAMA_THREADS,
             log_dir=logs,
             port=ports[Role.LLAMA],
