@@ -46,7 +46,10 @@ def plan_notes(plan: AgentPlan) -> list[str]:
             'Voice Stack raises no "model cannot call tools" repair.'
         )
     if plan.commands_to_agent:
-        lines.append("  --commands-to-agent: every request, commands too, goes to the agent.")
+        lines.append(
+            "  --commands-to-agent: every request, commands too, goes to the agent"
+            + ("." if plan.control else ", which cannot switch the light.")
+        )
     else:
         lines.append(
             "  The pipeline prefers handling commands locally: HA's own intents answer "
