@@ -201,8 +201,13 @@ async def run_utterance(
     """
     clock = _Clock()
     run = _Run(ha, speech, pacing or Pacing())
-    payload: Json = {"start_stage": "stt", "end_stage": "tts", "pipeline": pipeline_id,
-                     "input": {"sample_rate": SAMPLE_RATE}, "timeout": limit_s}  # fmt: skip
+    payload: Json = {
+        "start_stage": "stt",
+        "end_stage": "tts",
+        "pipeline": pipeline_id,
+        "input": {"sample_rate": SAMPLE_RATE},
+        "timeout": limit_s,
+    }
     if conversation_id is not None:
         payload["conversation_id"] = conversation_id
     try:

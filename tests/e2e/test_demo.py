@@ -20,8 +20,13 @@ from voice_stack_dev.paths import REPO, venv_bin
 from .demo_process import run_demo, run_stopping_cleanly
 
 pytestmark = pytest.mark.timeout(600)
-PARTS = ("silence_hold_ms", "stt_wait_ms", "agent_first_token_ms", "first_sentence_ms",
-         "tts_first_byte_ms")  # fmt: skip
+PARTS = (
+    "silence_hold_ms",
+    "stt_wait_ms",
+    "agent_first_token_ms",
+    "first_sentence_ms",
+    "tts_first_byte_ms",
+)
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +142,16 @@ def test_failure_names_the_service_and_its_log(tmp_path: Path) -> None:
     """With nothing provisioned, the demo stops at once and says which part and where to look."""
     empty_cache = tmp_path / "cache"
     empty_cache.mkdir()
-    argv = [str(venv_bin("ha11", "python")), "-m", "voice_stack_dev.demo", "--json",
-            "--state-dir", str(tmp_path / "state"), "--output", str(tmp_path / "out")]  # fmt: skip
+    argv = [
+        str(venv_bin("ha11", "python")),
+        "-m",
+        "voice_stack_dev.demo",
+        "--json",
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--output",
+        str(tmp_path / "out"),
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO / "dev"), "VOICE_STACK_CACHE": str(empty_cache)}
     code, stdout, _stderr = run_stopping_cleanly(argv, env, 120)
     assert code == 1

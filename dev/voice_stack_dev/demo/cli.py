@@ -180,8 +180,9 @@ async def run(opts: DemoOptions, state: DemoState, stack: Stack, report: DemoRep
     finally:
         report.services = _service_reports(stack, opts)
     tools = await observe.can_call_tools(stack.url(Role.LLAMA), state.llama_key)
-    report.plan = AgentPlan(opts.model_name, tools, opts.model is not None and tools,
-                            opts.commands_to_agent)  # fmt: skip
+    report.plan = AgentPlan(
+        opts.model_name, tools, opts.model is not None and tools, opts.commands_to_agent
+    )
     report.ha_url = stack.url(Role.HASS)
     if has_dashboard:
         report.dashboard_url = f"{report.ha_url}/{DASHBOARD_URL}"
@@ -264,9 +265,11 @@ def _service_reports(stack: Stack, opts: DemoOptions) -> list[ServiceReport]:
 
 async def _probe_health(stack: Stack, report: DemoReport) -> None:
     probes = await asyncio.gather(
-        *(observe.probe(stack.url(Role(s.role)) + SPEC[Role(s.role)].health_path)
-          for s in report.services)
-    )  # fmt: skip
+        *(
+            observe.probe(stack.url(Role(s.role)) + SPEC[Role(s.role)].health_path)
+            for s in report.services
+        )
+    )
     for service, (status, detail) in zip(report.services, probes, strict=True):
         # HA's manifest.json says nothing more useful than that the frontend is served.
         shown = "frontend served" if service.role == Role.HASS and status == "ok" else detail

@@ -92,5 +92,6 @@ async def dismiss_yaml_notice(ha: HomeAssistantClient) -> None:
     listing = await ha.ws("repairs/list_issues")
     for issue in listing.get("issues", []):
         if issue.get("domain") == "http" and issue.get("issue_id") == "deprecated_yaml":
-            await ha.ws("repairs/ignore_issue", domain="http", issue_id="deprecated_yaml",
-                        ignore=True)  # fmt: skip
+            await ha.ws(
+                "repairs/ignore_issue", domain="http", issue_id="deprecated_yaml", ignore=True
+            )

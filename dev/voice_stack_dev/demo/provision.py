@@ -135,9 +135,12 @@ async def provision(
     await wait_running(ha)
     light = await expose_light(ha)
     entry_id = await ensure_voice_stack(
-        ha, state, proxy_url=proxy_url, agent_key=state.agent_key,
+        ha,
+        state,
+        proxy_url=proxy_url,
+        agent_key=state.agent_key,
         gateway_http_url=gateway_http_url,
-    )  # fmt: skip
+    )
     agent = await ensure_agent(ha, entry_id, plan.agent_options())
     wyoming_entry = await ensure_wyoming(ha, gateway_port, state)
     entities = await registry(ha)

@@ -18,12 +18,13 @@ def render(report: DemoReport) -> str:
     if report.sensors:
         out += _entity_lines(report.sensors)
     if report.provisioning is not None:
-        out += ["", "Voice Stack repairs open in Home Assistant: " + (", ".join(report.repairs)
-                                                                   or "none")]  # fmt: skip
+        repairs = ", ".join(report.repairs) or "none"
+        out += ["", f"Voice Stack repairs open in Home Assistant: {repairs}"]
     health = [s for s in report.services if s.health != "?"]
     if health:
+        width = max(len(s.label) for s in health)
         out += ["", "Health (each service's own /health)"]
-        out += [f"  {s.label:<40} {s.health:<5} {s.detail}" for s in health]
+        out += [f"  {s.label:<{width}} {s.health:<5} {s.detail}" for s in health]
     if report.error:
         out += ["", f"FAILED: {report.error['service']}: {report.error['reason']}"]
         if report.error.get("log"):
@@ -60,9 +61,10 @@ def plan_notes(plan: AgentPlan) -> list[str]:
 
 def _service_lines(report: DemoReport) -> list[str]:
     out = ["", "Services"] if report.services else []
+    width = max((len(info.label) for info in report.services), default=0)
     for info in report.services:
         took = f"ready in {info.startup_s:4.1f} s" if info.startup_s is not None else ""
-        out.append(f"  {info.label:<40} {info.url:<28} {took}")
+        out.append(f"  {info.label:<{width}} {info.url:<23} {took}")
     if report.provisioning is not None:
         out.append("  " + _provisioning_line(report.provisioning))
     return out
@@ -109,8 +111,8 @@ def _turn_lines(turn: Turn, previous: Turn | None) -> list[str]:
         why = f"  ({stopped})" if name == "end of speech -> audio-stop" else ""
         lines.append(f"     {name:<33}{_ms(value)}{why}")
     if turn.reply_wav:
-        lines.append(f"   reply audio {turn.reply_wav} ({turn.reply_audio_s:.1f} s)"
-                     + ("; streamed while the agent wrote" if t.streamed else ""))  # fmt: skip
+        streamed = "; streamed while the agent wrote" if t.streamed else ""
+        lines.append(f"   reply audio {turn.reply_wav} ({turn.reply_audio_s:.1f} s){streamed}")
     return lines
 
 

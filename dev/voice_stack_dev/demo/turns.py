@@ -108,8 +108,9 @@ async def _light_after(ctx: TurnContext, expect_on: bool) -> str:
     return state
 
 
-async def _speak(ctx: TurnContext, number: int, request: Request, pcm: bytes,
-                 conversation_id: str | None) -> AssistRun:  # fmt: skip
+async def _speak(
+    ctx: TurnContext, number: int, request: Request, pcm: bytes, conversation_id: str | None
+) -> AssistRun:
     log(f'{number}. speaking "{request.text}" into the pipeline (real time, 20 ms chunks)')
     try:
         run = await run_utterance(
