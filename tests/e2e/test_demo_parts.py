@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import socket
 import stat
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from voice_stack_dev.assist_timings import Marks, extract_timings
 from voice_stack_dev.demo import http_config
 from voice_stack_dev.demo.errors import DemoError
 from voice_stack_dev.demo.flows import fill_form
@@ -20,6 +22,7 @@ from voice_stack_dev.demo.observe import EntityReading, last_used_slot
 from voice_stack_dev.demo.render import render
 from voice_stack_dev.demo.report import DemoReport
 from voice_stack_dev.demo.state import DemoState
+from voice_stack_dev.demo.turns import Turn, check_command
 
 
 def test_fill_form_answers_then_prefills_then_required_defaults() -> None:
@@ -134,3 +137,20 @@ def test_report_rounds_numbers_and_names_the_failure() -> None:
     assert "5.4 tokens/s" in text
     assert "FAILED: speech server: synthesis HTTP 500" in text
     assert "log: /logs/speech.log" in text
+
+
+def _command(*, local: bool, light: str) -> Turn:
+    timings = extract_timings([], Marks(speech_end=datetime.now(UTC), audio_end_sent=None,
+                                        first_audio=None))  # fmt: skip
+    return Turn(1, "command", "Turn on the kitchen light", 1.0, "Turn on the kitchen light.",
+                "Turned on the light", local, "conversation.x", None, None, None, timings,
+                "off", light, "", 0.0)  # fmt: skip
+
+
+def test_the_command_must_switch_the_light_when_ha_handles_commands() -> None:
+    check_command(_command(local=True, light="on"), prefer_local=True)
+    check_command(_command(local=False, light="off"), prefer_local=False)  # --commands-to-agent
+    with pytest.raises(DemoError, match="the light is off"):
+        check_command(_command(local=True, light="off"), prefer_local=True)
+    with pytest.raises(DemoError, match="did not recognise"):
+        check_command(_command(local=False, light="off"), prefer_local=True)

@@ -26,7 +26,7 @@ from .report import DemoReport, Provisioning, ServiceReport
 from .roles import SERVICES, SPEC, Role
 from .services import DEFAULT_MODEL, N_PARALLEL, Stack, start_backends, start_home_assistant
 from .state import DEFAULT_DIR, DemoState
-from .turns import AGENT_SERVICE, TurnContext, default_requests, run_turns
+from .turns import AGENT_SERVICE, TurnContext, check_command, default_requests, run_turns
 
 COMMAND = "Turn on the kitchen light"
 QUESTION = "What is the capital of France?"
@@ -227,12 +227,15 @@ async def _in_home_assistant(
         llama_key=state.llama_key,
         output=opts.output,
         ffmpeg=ffmpeg_binary(),
+        agent_controls_devices=report.plan.control,
     )
     requests = default_requests(opts.command, opts.question, opts.follow_up)
     async for turn in run_turns(ctx, requests):
         report.turns.append(turn)
     report.sensors = await observe.read_our_entities(ha)
     report.repairs = await observe.open_repairs(ha)
+    for turn in report.turns:
+        check_command(turn, prefer_local=setup.prefer_local_intents)
 
 
 def _with_log(err: DemoError, stack: Stack) -> DemoError:

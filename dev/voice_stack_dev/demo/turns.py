@@ -71,6 +71,7 @@ class TurnContext:
     llama_key: str
     output: Path
     ffmpeg: str
+    agent_controls_devices: bool  # the agent has HA's Assist API (a tool-calling model)
 
 
 def service_for(code: str) -> str:
@@ -82,6 +83,21 @@ def service_for(code: str) -> str:
     if code.startswith(("intent", "conversation")):
         return AGENT_SERVICE
     return "Assist pipeline"
+
+
+def check_command(turn: Turn, *, prefer_local: bool) -> None:
+    """With "prefer handling commands locally", HA's own intents must have switched the light."""
+    if not prefer_local or turn.kind != "command":
+        return
+    if not turn.answered_locally:
+        raise DemoError(
+            "Home Assistant's intents",
+            f'they did not recognise "{turn.transcript}" as a command; the agent answered',
+        )
+    if turn.light_after != "on":
+        raise DemoError(
+            "Home Assistant's intents", f'the light is {turn.light_after} after "{turn.reply}"'
+        )
 
 
 async def run_turns(ctx: TurnContext, requests: tuple[Request, ...]) -> AsyncIterator[Turn]:
@@ -147,7 +163,8 @@ async def run_turn(
     run = await _speak(ctx, number, request, pcm, conversation_id)
     local = bool(run.processed_locally)
     agent, slot_used = (None, None) if local else await _agent_figures(ctx, began)
-    light_after = await _light_after(ctx, local) if is_command else None
+    expect_on = local or ctx.agent_controls_devices
+    light_after = await _light_after(ctx, expect_on) if is_command else None
     wav = ctx.output / f"reply-{number}.wav"
     reply_s = await audio.to_wav(ctx.ffmpeg, run.audio, wav) if run.audio else 0.0
     return Turn(
