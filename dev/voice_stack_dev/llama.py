@@ -65,7 +65,7 @@ def start_llama(
             extra_args=extra_args,
         ),
         port=port,
-        log_path=log_dir / f"llama-{model}-{port}.log",
+        log_path=log_dir / f"llama-{Path(model).stem}-{port}.log",  # a name or a .gguf path
         api_key=api_key,
         n_parallel=n_parallel,
         model=model,

@@ -1,4 +1,4 @@
-"""The demo end to end: every real part on loopback, one spoken request through HA's Assist.
+"""The demo end to end: every real part on loopback, three spoken requests through HA's Assist.
 
 The demo runs as a subprocess (scripts/demo --json), so no phcc socket rules apply here. The
 first run provisions a fresh HA; the second must reuse it (same entry, same pipeline).
@@ -7,10 +7,8 @@ first run provisions a fresh HA; the second must reuse it (same entry, same pipe
 from __future__ import annotations
 
 import json
+import math
 import os
-import signal
-import subprocess
-import sys
 import wave
 from pathlib import Path
 from typing import Any
@@ -19,39 +17,16 @@ import pytest
 
 from voice_stack_dev.paths import REPO, venv_bin
 
-DEMO = REPO / "scripts" / "demo"
-RUN_TIMEOUT = 240  # one run; the whole module stays under pytest-timeout below
+from .demo_process import run_demo, run_stopping_cleanly
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def _run_demo(state_dir: Path, output: Path, *extra: str) -> tuple[int, dict[str, Any]]:
-    argv = [str(DEMO), "--json", "--state-dir", str(state_dir), "--output", str(output), *extra]
-    env = {**os.environ, "VOICE_STACK_SKIP_SETUP": "1"}  # scripts/test ran setup
-    code, stdout, stderr = _run_stopping_cleanly(argv, env, RUN_TIMEOUT)
-    sys.stderr.write(stderr[-4000:])
-    try:
-        result = json.loads(stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"demo printed no JSON (exit {code}):\n{stdout[-2000:]}")
-    return code, result
-
-
-def _run_stopping_cleanly(
-    argv: list[str], env: dict[str, str], limit: float
-) -> tuple[int, str, str]:
-    """Like subprocess.run, but a run over time gets SIGTERM first: the demo then stops the
-    servers it started (a SIGKILL would orphan them)."""
-    with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-    ) as proc:
-        try:
-            stdout, stderr = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGTERM)
-            stdout, stderr = proc.communicate(timeout=60)
-            pytest.fail(f"demo took over {limit} s; stopped it:\n{stderr[-3000:]}")
-    return proc.returncode, stdout, stderr
+PARTS = (
+    "silence_hold_ms",
+    "stt_wait_ms",
+    "agent_first_token_ms",
+    "first_sentence_ms",
+    "tts_first_byte_ms",
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +36,7 @@ def demo_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def first_run(demo_dirs: tuple[Path, Path]) -> dict[str, Any]:
-    code, result = _run_demo(*demo_dirs)
+    code, result = run_demo(*demo_dirs)
     assert code == 0, f"demo failed: {result.get('error')}"
     return result
 
@@ -69,29 +44,73 @@ def first_run(demo_dirs: tuple[Path, Path]) -> dict[str, Any]:
 def _sensor(result: dict[str, Any], entity_prefix: str, name_part: str) -> dict[str, Any]:
     for reading in result["sensors"]:
         if reading["entity_id"].startswith(entity_prefix) and name_part in reading["name"].lower():
-            return reading
+            found: dict[str, Any] = reading
+            return found
     pytest.fail(f"no {entity_prefix}* '{name_part}' in {[r['name'] for r in result['sensors']]}")
 
 
-def test_spoken_request_reaches_our_agent_on_its_slot(first_run: dict[str, Any]) -> None:
-    result = first_run
-    assert result["ok"]
-    assert not result["reused"]
-    assert "kitchen light" in result["transcript"].lower()
-    assert result["agent_entity"].startswith("conversation.")
-    assert result["processed_locally"] is False  # not HA's built-in intents
-    assert result["reply"]
-    assert result["reply_type"] != "error", result["reply"]
-    assert result["agent_slot"] is not None
-    assert result["slot_used"] == result["agent_slot"]  # llama-server's /slots agrees
-    assert {"stt", "intent", "tts"} <= set(result["stage_ms"])
+def test_command_is_handled_by_ha_intents_and_the_light_turns_on(
+    first_run: dict[str, Any],
+) -> None:
+    command = first_run["turns"][0]
+    assert command["kind"] == "command"
+    assert "kitchen light" in command["transcript"].lower()
+    assert command["answered_locally"] is True
+    assert (command["light_before"], command["light_after"]) == ("off", "on")
+    assert first_run["provisioning"]["setup"]["prefer_local_intents"] is True
+
+
+def test_question_is_answered_by_our_agent_on_its_slot(first_run: dict[str, Any]) -> None:
+    question = first_run["turns"][1]
+    agent = first_run["provisioning"]["setup"]["agent"]
+    assert question["answered_locally"] is False
+    assert question["engine"] == agent["entity_id"]
+    assert question["reply"]
+    assert question["agent"]["slot"] == agent["slot"]
+    assert question["slot_used"] == agent["slot"]  # llama-server's /slots agrees
+
+
+def test_follow_up_reuses_the_whole_previous_turn_from_the_slot_cache(
+    first_run: dict[str, Any],
+) -> None:
+    question, follow_up = first_run["turns"][1:]
+    assert follow_up["conversation_id"] == question["conversation_id"]
+    assert follow_up["agent"]["slot"] == question["agent"]["slot"]
+    before = question["agent"]["cached_tokens"] + question["agent"]["prompt_tokens"]
+    assert follow_up["agent"]["cached_tokens"] >= before
+
+
+def test_each_request_reports_end_of_speech_to_first_audio_with_its_parts(
+    first_run: dict[str, Any],
+) -> None:
+    for turn in first_run["turns"]:
+        timings = turn["timings"]
+        parts = [timings[name] for name in PARTS]
+        assert all(part is not None and part >= 0 for part in parts), timings
+        assert timings["to_first_audio_ms"] > 0
+        assert math.isclose(sum(parts), timings["to_first_audio_ms"], abs_tol=1.0)
+        assert timings["audio_stop_by"] in ("vad", "end of audio")
+        assert {"stt", "intent", "tts"} <= set(timings["stage_ms"])
+
+
+def test_the_model_without_tools_raises_no_repair(first_run: dict[str, Any]) -> None:
+    plan = first_run["plan"]
+    assert (plan["tool_calling"], plan["control"]) == (False, False)
+    assert first_run["repairs"] == []
+
+
+def test_home_assistant_listens_on_loopback_only(first_run: dict[str, Any]) -> None:
+    http = first_run["provisioning"]["setup"]["http"]
+    assert http["hosts"] == ["127.0.0.1"]
+    assert http["active"] == "stable"
+    assert http["imported_now"] is True
 
 
 def test_reply_audio_is_written(first_run: dict[str, Any], demo_dirs: tuple[Path, Path]) -> None:
-    wav_path = demo_dirs[1] / "reply.wav"
-    with wave.open(str(wav_path)) as wav:
-        assert wav.getnframes() / wav.getframerate() > 0.5
-    assert first_run["reply_audio_s"] > 0.5
+    for turn in first_run["turns"]:
+        with wave.open(str(demo_dirs[1] / f"reply-{turn['number']}.wav")) as wav:
+            assert wav.getnframes() / wav.getframerate() > 0.5
+        assert turn["reply_audio_s"] > 0.5
 
 
 def test_speed_and_health_sensors_have_values(first_run: dict[str, Any]) -> None:
@@ -102,28 +121,39 @@ def test_speed_and_health_sensors_have_values(first_run: dict[str, Any]) -> None
     health = [r for r in first_run["sensors"] if r["device_class"] == "connectivity"]
     assert len(health) >= 3
     assert all(r["state"] == "on" for r in health), health
-    assert all(s["health"] == "ok" for s in first_run["services"].values())
+    assert all(s["health"] == "ok" for s in first_run["services"])
 
 
 def test_second_run_reuses_what_is_provisioned(
     first_run: dict[str, Any], demo_dirs: tuple[Path, Path]
 ) -> None:
-    code, again = _run_demo(*demo_dirs)
+    code, again = run_demo(*demo_dirs)
     assert code == 0, f"second run failed: {again.get('error')}"
-    assert again["reused"]
-    assert again["pipeline_id"] == first_run["pipeline_id"]
-    assert again["voice_stack_entry"] == first_run["voice_stack_entry"]
-    assert again["slot_used"] == again["agent_slot"]
+    setup, first = again["provisioning"]["setup"], first_run["provisioning"]["setup"]
+    assert again["provisioning"]["reused"]
+    assert setup["pipeline_id"] == first["pipeline_id"]
+    assert setup["voice_stack_entry"] == first["voice_stack_entry"]
+    assert setup["http"]["imported_now"] is False  # HA kept the confirmed settings
+    assert again["turns"][1]["slot_used"] == setup["agent"]["slot"]
+    assert again["turns"][0]["light_after"] == "on"
 
 
 def test_failure_names_the_service_and_its_log(tmp_path: Path) -> None:
     """With nothing provisioned, the demo stops at once and says which part and where to look."""
     empty_cache = tmp_path / "cache"
     empty_cache.mkdir()
-    argv = [str(venv_bin("ha11", "python")), "-m", "voice_stack_dev.demo", "--json",
-            "--state-dir", str(tmp_path / "state"), "--output", str(tmp_path / "out")]  # fmt: skip
+    argv = [
+        str(venv_bin("ha11", "python")),
+        "-m",
+        "voice_stack_dev.demo",
+        "--json",
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--output",
+        str(tmp_path / "out"),
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO / "dev"), "VOICE_STACK_CACHE": str(empty_cache)}
-    code, stdout, _stderr = _run_stopping_cleanly(argv, env, 120)
+    code, stdout, _stderr = run_stopping_cleanly(argv, env, 120)
     assert code == 1
     result = json.loads(stdout)
     assert not result["ok"]

@@ -1,4 +1,4 @@
-"""The request's speech (synthesized by the local speech server) and the reply's WAV file."""
+"""The requests' speech (synthesized by the local speech server) and the WAV files people hear."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from pathlib import Path
 
 import aiohttp
 
+from ..assist import trim_silence
 from .errors import DemoError
 
 RATE = 16000
 TIMEOUT = aiohttp.ClientTimeout(total=60, connect=5)
-SILENCE = b"\0\0" * (RATE // 2)  # half a second either side, as a person pauses
 
 
 async def synthesize_request(speech_url: str, text: str, log_path: str) -> bytes:
-    """16 kHz 16-bit mono PCM of `text`, from the speech server's OpenAI /v1/audio/speech."""
+    """16 kHz 16-bit mono PCM of `text`, from the speech server's OpenAI /v1/audio/speech;
+    speech only (the assist runner adds the silence a person leaves around it)."""
     body = {"model": "piper-joe", "voice": "joe", "input": text,
             "response_format": "pcm", "sample_rate": RATE}  # fmt: skip
     try:
@@ -32,7 +33,7 @@ async def synthesize_request(speech_url: str, text: str, log_path: str) -> bytes
             pcm = await resp.read()
     except (aiohttp.ClientError, TimeoutError) as err:
         raise DemoError("speech server", f"synthesis failed: {err!r}", log_path) from err
-    return SILENCE + pcm + SILENCE
+    return trim_silence(pcm)
 
 
 def write_wav(path: Path, pcm: bytes, rate: int = RATE) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..ha_client import HomeAssistantClient, Json
 from .errors import DemoError
-from .ha_client import HomeAssistantClient, Json
 
 MAX_STEPS = 8
 

@@ -27,8 +27,13 @@ def ffmpeg_binary() -> str:
     return str(module.get_ffmpeg_exe())
 
 
-def configuration_yaml(port: int, ffmpeg: str, dashboard: Path | None, recordings: Path) -> str:
-    """configuration.yaml text (JSON-quoted scalars are valid YAML)."""
+def configuration_yaml(
+    port: int, ffmpeg: str, dashboard: Path | None, recordings: Path, *, http_block: bool
+) -> str:
+    """configuration.yaml text (JSON-quoted scalars are valid YAML).
+
+    `http_block`: only for HA to import its HTTP settings once (see http_config.py).
+    """
     lines = [
         "homeassistant:",
         "  name: Voice Stack demo",
@@ -39,11 +44,11 @@ def configuration_yaml(port: int, ffmpeg: str, dashboard: Path | None, recording
         "  latitude: 52.37",
         "  longitude: 4.89",
         "  elevation: 0",
-        "http:",
-        "  server_host: 127.0.0.1",
-        f"  server_port: {port}",
+        *(["http:", "  server_host: 127.0.0.1", f"  server_port: {port}"] if http_block else []),
         "api:",
         "config:",
+        "diagnostics:",  # the agent's own timings of each reply (cache reuse, slot)
+        "repairs:",
         # The dashboard's history and statistics graphs (kept small: a demo's database).
         "recorder:",
         "  purge_keep_days: 3",
@@ -90,7 +95,7 @@ def configuration_yaml(port: int, ffmpeg: str, dashboard: Path | None, recording
     return "\n".join(lines) + "\n"
 
 
-def write_config(config_dir: Path, port: int) -> bool:
+def write_config(config_dir: Path, port: int, *, http_block: bool) -> bool:
     """(Re)write configuration.yaml and link our integration; True if a dashboard was linked."""
     config_dir.mkdir(parents=True, exist_ok=True)
     components = config_dir / "custom_components"
@@ -101,7 +106,7 @@ def write_config(config_dir: Path, port: int) -> bool:
         dashboard = config_dir / "voice_stack_dashboard.yaml"
         _link(dashboard, DASHBOARD)
     recordings = config_dir.parent / "logs" / "pipeline-audio"
-    text = configuration_yaml(port, ffmpeg_binary(), dashboard, recordings)
+    text = configuration_yaml(port, ffmpeg_binary(), dashboard, recordings, http_block=http_block)
     (config_dir / "configuration.yaml").write_text(text)
     return dashboard is not None
 

@@ -1,14 +1,16 @@
-"""What the demo reads back after the run: our sensors in HA, llama-server's slots, /health."""
+"""What the demo reads back: our sensors and repairs in HA, the agent's own timings of a reply
+(its diagnostics), llama-server's /props and /slots, each service's /health."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import aiohttp
 
-from .ha_client import HomeAssistantClient, Json
+from ..ha_client import HomeAssistantClient, Json
 
 TIMEOUT = aiohttp.ClientTimeout(total=10, connect=3)
 DOMAIN = "voice_stack"
@@ -69,19 +71,74 @@ async def _refresh(ha: HomeAssistantClient, entity_ids: list[str]) -> None:
     await asyncio.sleep(0.5)
 
 
-async def llama_slots(llama_url: str, key: str) -> list[Json]:
-    """llama-server's /slots (needs its own key, which only the demo and the proxy hold)."""
+async def open_repairs(ha: HomeAssistantClient) -> list[str]:
+    """The repair issues the voice_stack integration has raised (Settings > Repairs)."""
+    listing = await ha.ws("repairs/list_issues")
+    return sorted(
+        str(issue.get("translation_key") or issue.get("issue_id"))
+        for issue in listing.get("issues", [])
+        if issue.get("domain") == DOMAIN
+    )
+
+
+@dataclass(frozen=True)
+class AgentTimings:
+    """What llama-server reported about the agent's latest reply, as the integration kept it."""
+
+    slot: int
+    prompt_tokens: int  # processed for this reply
+    cached_tokens: int  # served from the slot's KV cache
+    time_to_first_token_ms: float | None
+    received_at: datetime
+
+    @property
+    def reuse_percent(self) -> float | None:
+        total = self.prompt_tokens + self.cached_tokens
+        return 100.0 * self.cached_tokens / total if total else None
+
+
+async def agent_timings(
+    ha: HomeAssistantClient, entry_id: str, subentry_id: str
+) -> AgentTimings | None:
+    """The integration's diagnostics (the "Download diagnostics" button) for one agent."""
+    dump = await ha.request("GET", f"/api/diagnostics/config_entry/{entry_id}")
+    raw = ((dump or {}).get("data") or {}).get("timings", {}).get(subentry_id)
+    if not isinstance(raw, dict) or not isinstance(raw.get("received_at"), str):
+        return None
+    ttft = raw.get("time_to_first_token_ms")
+    return AgentTimings(
+        slot=int(raw.get("slot", -1)),
+        prompt_tokens=int(raw.get("prompt_tokens") or 0),
+        cached_tokens=int(raw.get("cached_tokens") or 0),
+        time_to_first_token_ms=float(ttft) if isinstance(ttft, (int, float)) else None,
+        received_at=datetime.fromisoformat(raw["received_at"]),
+    )
+
+
+async def _llama_get(llama_url: str, key: str, path: str) -> Any:
+    """GET on llama-server itself (its own key, which only the demo and the proxy hold)."""
     try:
         async with (
             aiohttp.ClientSession(timeout=TIMEOUT) as session,
-            session.get(f"{llama_url}/slots", headers={"Authorization": f"Bearer {key}"}) as resp,
+            session.get(f"{llama_url}{path}", headers={"Authorization": f"Bearer {key}"}) as resp,
         ):
-            if resp.status != 200:
-                return []
-            slots: list[Json] = await resp.json()
-            return slots
-    except aiohttp.ClientError, TimeoutError:
-        return []
+            return await resp.json() if resp.status == 200 else None
+    except aiohttp.ClientError, TimeoutError, ValueError:
+        return None
+
+
+async def llama_slots(llama_url: str, key: str) -> list[Json]:
+    """llama-server's /slots, or [] when it does not answer."""
+    slots = await _llama_get(llama_url, key, "/slots")
+    return slots if isinstance(slots, list) else []
+
+
+async def can_call_tools(llama_url: str, key: str) -> bool:
+    """Whether the served model's chat template can call tools (/props), as the integration's
+    "model cannot call tools" repair decides."""
+    props = await _llama_get(llama_url, key, "/props")
+    caps = (props or {}).get("chat_template_caps") if isinstance(props, dict) else None
+    return bool(isinstance(caps, dict) and caps.get("supports_tool_calls"))
 
 
 def last_used_slot(slots: list[Json]) -> int | None:

@@ -6,248 +6,62 @@ pipeline (and only re-points an entry whose server moved to another port).
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..ha_client import HomeAssistantClient, Json
+from . import http_config
+from .entries import Agent, ensure_agent, ensure_voice_stack, ensure_wyoming, pick, registry
 from .errors import DemoError
-from .flows import edit_dialog, run_flow
-from .ha_client import HomeAssistantClient, Json
 from .ha_config import LIGHT_UNIQUE_ID
+from .onboarding import LANGUAGE, onboard_or_login, remove_failed_onboarding_extras, wait_running
 from .state import DemoState
 
-DOMAIN = "voice_stack"
 PIPELINE_NAME = "Voice Stack demo"
-LANGUAGE = "en"
-ENTRIES = "/api/config/config_entries"
-RUNNING_TIMEOUT = 120.0
-# A 135M model on a shared CPU: short answers keep one turn within a few seconds.
-AGENT_OPTIONS: dict[str, Any] = {"max_tokens": 64}
-ONBOARDING_EXTRAS = ("google_translate", "met", "radio_browser")
-_STEPS = ("user", "core_config", "analytics", "integration")
+ASSIST_API = "assist"  # HA's own LLM API: the agent controls exposed devices through its tools
 
 
-@dataclass
-class Provisioned:
-    """What the pipeline run needs to know."""
+@dataclass(frozen=True)
+class AgentPlan:
+    """How the agent and the pipeline are set up for the model being served."""
+
+    model: str  # the GGUF's file name
+    tool_calling: bool  # llama-server says the model's chat template can call tools
+    control: bool  # the agent gets HA's Assist API (device control) and a longer answer
+    commands_to_agent: bool  # the pipeline sends commands to the agent, not HA's intents
+
+    @property
+    def prefer_local_intents(self) -> bool:
+        return not self.commands_to_agent
+
+    def agent_options(self) -> dict[str, Any]:
+        """The agent's reconfigure dialog: SmolLM2-135M wanders at the default temperature
+        (0.6) and a short answer keeps a turn within seconds on a shared CPU."""
+        if self.control:
+            return {"max_tokens": 128, "temperature": 0.6, "llm_hass_api": [ASSIST_API]}
+        return {"max_tokens": 64, "temperature": 0.2, "llm_hass_api": []}
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What the spoken requests need to know, and what a second run must find again."""
 
     pipeline_id: str
     voice_stack_entry: str
-    agent_entity: str
-    agent_slot: int | None
-    stt_entity: str
-    tts_entity: str
+    agent: Agent
     light_entity: str
-
-
-async def onboard_or_login(ha: HomeAssistantClient, state: DemoState) -> None:
-    """Create the owner on a fresh HA (the onboarding wizard), else log in with the form."""
-    # Once every step is done HA stops serving /api/onboarding (404).
-    listing = await ha.request("GET", "/api/onboarding", auth=False, ok=(200, 404)) or []
-    steps = {s["step"]: s["done"] for s in listing} or dict.fromkeys(_STEPS, True)
-    if not steps.get("user"):
-        created = await ha.request(
-            "POST",
-            "/api/onboarding/users",
-            json={
-                "client_id": ha.client_id,
-                "name": "Demo Owner",
-                "username": state.username,
-                "password": state.password,
-                "language": LANGUAGE,
-            },
-            auth=False,
-        )
-        await ha.token_from_code(created["auth_code"])
-    else:
-        await ha.login(state.username, state.password)
-    if not steps.get("core_config"):
-        await ha.request("POST", "/api/onboarding/core_config", json={})
-    if not steps.get("analytics"):
-        await ha.request("POST", "/api/onboarding/analytics", json={})
-    if not steps.get("integration"):
-        await ha.request(
-            "POST",
-            "/api/onboarding/integration",
-            json={"client_id": ha.client_id, "redirect_uri": ha.redirect_uri},
-        )
-    state.onboarded = True
-
-
-async def remove_failed_onboarding_extras(ha: HomeAssistantClient) -> None:
-    """Onboarding also adds Google Translate TTS, Met and Radio Browser; their packages are not
-    installed here (and they would go online), so delete whatever of them failed to set up."""
-    entries: list[Json] = await ha.request("GET", f"{ENTRIES}/entry")
-    for entry in entries:
-        if entry["domain"] in ONBOARDING_EXTRAS and entry["state"] != "loaded":
-            await ha.request("DELETE", f"{ENTRIES}/entry/{entry['entry_id']}")
-
-
-async def wait_running(ha: HomeAssistantClient) -> None:
-    """HA serves HTTP before every integration is set up; wait for state RUNNING."""
-    deadline = time.monotonic() + RUNNING_TIMEOUT
-    while time.monotonic() < deadline:
-        config = await ha.request("GET", "/api/config")
-        if config.get("state") == "RUNNING":
-            return
-        await asyncio.sleep(0.5)
-    raise DemoError("Home Assistant", f"not RUNNING after {RUNNING_TIMEOUT:.0f} s", ha.log_path)
-
-
-async def _entries(ha: HomeAssistantClient, domain: str) -> list[Json]:
-    entries: list[Json] = await ha.request("GET", f"{ENTRIES}/entry?domain={domain}")
-    return entries
-
-
-async def ensure_voice_stack(
-    ha: HomeAssistantClient, proxy_url: str, agent_key: str, gateway_http_url: str
-) -> str:
-    """The voice_stack entry through its config flow (reconfigured if the proxy moved), given
-    the proxy's agent key: the reserved slots are the agents' alone."""
-    answers = {"url": proxy_url, "api_key": agent_key, "gateway_url": gateway_http_url}
-    for entry in await _entries(ha, DOMAIN):
-        entry_id: str = entry["entry_id"]
-        if entry["title"] != proxy_url.split("://", 1)[1]:  # the proxy got another port
-            await run_flow(
-                ha,
-                f"{ENTRIES}/flow",
-                {"handler": DOMAIN, "entry_id": entry_id},
-                answers,
-                what="Voice Stack reconfigure",
-                done_reasons=("reconfigure_successful",),
-            )
-            await _wait_loaded(ha, DOMAIN, entry_id)  # saving reloaded it
-        else:
-            await _reload_if_retrying(ha, DOMAIN, entry)
-        await edit_dialog(
-            ha,
-            f"{ENTRIES}/options/flow",
-            {"handler": entry_id},
-            {"gateway_url": gateway_http_url},
-            what="Voice Stack options (gateway URL)",
-        )
-        await _wait_loaded(ha, DOMAIN, entry_id)
-        return entry_id
-    result = await run_flow(
-        ha,
-        f"{ENTRIES}/flow",
-        {"handler": DOMAIN, "show_advanced_options": False},
-        answers,
-        what="Voice Stack config flow",
-    )
-    entry_id = result["result"]["entry_id"]
-    await _wait_loaded(ha, DOMAIN, entry_id)
-    return entry_id
-
-
-async def _reload_if_retrying(ha: HomeAssistantClient, domain: str, entry: Json) -> None:
-    """HA boots alongside the servers: an entry that found its server not up yet waits for
-    its next retry; reload it now (the entry menu's Reload) instead."""
-    if entry["state"] != "loaded":
-        # 403: it is being set up right now; waiting is enough.
-        await ha.request("POST", f"{ENTRIES}/entry/{entry['entry_id']}/reload", ok=(200, 403))
-    await _wait_loaded(ha, domain, entry["entry_id"])
-
-
-async def _wait_loaded(ha: HomeAssistantClient, domain: str, entry_id: str) -> None:
-    deadline = time.monotonic() + 60
-    state = "?"
-    while time.monotonic() < deadline:
-        for entry in await _entries(ha, domain):
-            if entry["entry_id"] == entry_id:
-                state = entry["state"]
-                if state == "loaded":
-                    return
-                if state in ("setup_error", "migration_error", "failed_unload"):
-                    raise DemoError(
-                        "Home Assistant",
-                        f"{domain} entry did not load ({state}: {entry.get('reason')})",
-                        ha.log_path,
-                    )
-        await asyncio.sleep(0.5)
-    raise DemoError("Home Assistant", f"{domain} entry still {state} after 60 s", ha.log_path)
-
-
-async def ensure_wyoming(ha: HomeAssistantClient, port: int, state: DemoState) -> str:
-    """HA's own wyoming integration pointed at the gateway (the "Add integration" dialog).
-
-    HA does not show an entry's host/port over its API, so the state file remembers which
-    gateway port the existing entry was created for.
-    """
-    for entry in await _entries(ha, "wyoming"):
-        entry_id: str = entry["entry_id"]
-        if state.wyoming_port == port:
-            await _reload_if_retrying(ha, "wyoming", entry)
-            return entry_id
-        await ha.request("DELETE", f"{ENTRIES}/entry/{entry_id}")
-    result = await run_flow(
-        ha,
-        f"{ENTRIES}/flow",
-        {"handler": "wyoming", "show_advanced_options": False},
-        {"host": "127.0.0.1", "port": port},
-        what="Wyoming config flow (gateway)",
-    )
-    entry_id = result["result"]["entry_id"]
-    await _wait_loaded(ha, "wyoming", entry_id)
-    state.wyoming_port = port
-    return entry_id
-
-
-async def _registry(ha: HomeAssistantClient) -> list[Json]:
-    entities: list[Json] = await ha.ws("config/entity_registry/list")
-    return entities
-
-
-def _pick(entities: list[Json], platform: str, domain: str, entry_id: str | None = None) -> Json:
-    for ent in entities:
-        if (
-            ent["platform"] == platform
-            and ent["entity_id"].startswith(domain + ".")
-            and (entry_id is None or ent.get("config_entry_id") == entry_id)
-        ):
-            return ent
-    raise DemoError("Home Assistant", f"no {domain} entity from {platform} was created")
-
-
-async def ensure_agent(ha: HomeAssistantClient, entry_id: str) -> tuple[str, int | None]:
-    """Our conversation agent: the one the entry's flow created, else add one (a subentry flow)."""
-    subentries: list[Json] = await ha.ws("config_entries/subentries/list", entry_id=entry_id)
-    if not any(s.get("subentry_type") == "conversation" for s in subentries):
-        await run_flow(
-            ha,
-            f"{ENTRIES}/subentries/flow",
-            {"handler": [entry_id, "conversation"]},
-            {"name": "Voice Stack conversation", "slots": ["0"]},
-            what="Voice Stack agent (subentry flow)",
-        )
-    for _ in range(40):
-        try:
-            agent = _pick(await _registry(ha), DOMAIN, "conversation", entry_id)
-        except DemoError:
-            await asyncio.sleep(0.25)
-            continue
-        shown = await edit_dialog(
-            ha,
-            f"{ENTRIES}/subentries/flow",
-            {"handler": [entry_id, "conversation"], "subentry_id": agent["config_subentry_id"]},
-            AGENT_OPTIONS,
-            what="Voice Stack agent (reconfigure)",
-        )
-        await _wait_loaded(ha, DOMAIN, entry_id)  # saving reloads the entry
-        slots = shown.get("slots") or []
-        return agent["entity_id"], int(slots[0]) if slots else None
-    raise DemoError("Home Assistant", "the Voice Stack conversation entity did not appear")
+    prefer_local_intents: bool
+    http: http_config.HttpSettings
 
 
 async def expose_light(ha: HomeAssistantClient) -> str:
     """Expose the demo light to Assist (Settings > Voice assistants > Expose)."""
     light = next(
-        (e for e in await _registry(ha) if e.get("unique_id") == LIGHT_UNIQUE_ID),
+        (e for e in await registry(ha) if e.get("unique_id") == LIGHT_UNIQUE_ID),
         None,
     )
     if light is None:
-        raise DemoError("Home Assistant", "the demo light (template) was not created", ha.log_path)
+        raise DemoError("Home Assistant", "the demo light (template) was not created")
     await ha.ws(
         "homeassistant/expose_entity",
         assistants=["conversation"],
@@ -269,8 +83,11 @@ async def _language(ha: HomeAssistantClient, kind: str, engine: str) -> str:
     raise DemoError("Home Assistant", f"{engine} offers no language matching {LANGUAGE!r}")
 
 
-async def ensure_pipeline(ha: HomeAssistantClient, agent: str, stt: str, tts: str) -> str:
-    """An Assist pipeline: gateway STT/TTS, our agent, no local-intent shortcut; preferred."""
+async def ensure_pipeline(
+    ha: HomeAssistantClient, agent: str, stt: str, tts: str, *, prefer_local: bool
+) -> str:
+    """An Assist pipeline: gateway STT/TTS, our agent, and HA's "prefer handling commands
+    locally" (its own intents answer what they know, the agent the rest); preferred."""
     stt_language = await _language(ha, "stt", stt)
     tts_language = await _language(ha, "tts", tts)
     voices = await ha.ws("tts/engine/voices", engine_id=tts, language=tts_language)
@@ -287,7 +104,7 @@ async def ensure_pipeline(ha: HomeAssistantClient, agent: str, stt: str, tts: st
         "tts_voice": voice_list[0]["voice_id"] if voice_list else None,
         "wake_word_entity": None,
         "wake_word_id": None,
-        "prefer_local_intents": False,  # every request goes to our agent
+        "prefer_local_intents": prefer_local,
     }
     listing = await ha.ws("assist_pipeline/pipeline/list")
     existing = next((p for p in listing["pipelines"] if p["name"] == PIPELINE_NAME), None)
@@ -304,22 +121,35 @@ async def ensure_pipeline(ha: HomeAssistantClient, agent: str, stt: str, tts: st
 async def provision(
     ha: HomeAssistantClient,
     state: DemoState,
+    plan: AgentPlan,
     *,
+    hass_port: int,
     proxy_url: str,
     gateway_port: int,
     gateway_http_url: str,
-) -> Provisioned:
+) -> Setup:
     """Everything, in the order a user would click through it."""
     await onboard_or_login(ha, state)
-    await wait_running(ha)
     await ha.connect_ws()
+    http = await http_config.confirm(ha, hass_port)  # the countdown dialog's Confirm
+    await wait_running(ha)
     light = await expose_light(ha)
-    entry_id = await ensure_voice_stack(ha, proxy_url, state.agent_key, gateway_http_url)
-    agent, slot = await ensure_agent(ha, entry_id)
+    entry_id = await ensure_voice_stack(
+        ha,
+        state,
+        proxy_url=proxy_url,
+        agent_key=state.agent_key,
+        gateway_http_url=gateway_http_url,
+    )
+    agent = await ensure_agent(ha, entry_id, plan.agent_options())
     wyoming_entry = await ensure_wyoming(ha, gateway_port, state)
-    entities = await _registry(ha)
-    stt = _pick(entities, "wyoming", "stt", wyoming_entry)["entity_id"]
-    tts = _pick(entities, "wyoming", "tts", wyoming_entry)["entity_id"]
-    pipeline_id = await ensure_pipeline(ha, agent, stt, tts)
+    entities = await registry(ha)
+    stt = pick(entities, "wyoming", "stt", wyoming_entry)["entity_id"]
+    tts = pick(entities, "wyoming", "tts", wyoming_entry)["entity_id"]
+    pipeline_id = await ensure_pipeline(
+        ha, agent.entity_id, stt, tts, prefer_local=plan.prefer_local_intents
+    )
     await remove_failed_onboarding_extras(ha)
-    return Provisioned(pipeline_id, entry_id, agent, slot, stt, tts, light)
+    if http.imported_now:
+        await http_config.dismiss_yaml_notice(ha)
+    return Setup(pipeline_id, entry_id, agent, light, plan.prefer_local_intents, http)

@@ -11,12 +11,18 @@ from pathlib import Path
 
 from ..gateway import start_gateway
 from ..llama import start_llama
+from ..nginx import start_proxy
 from ..procs import Service, ServiceError
+from ..speech_server import start_speech_server
 from .errors import DemoError
+from .roles import GATEWAY_HTTP_PORT, SPEC, Role
 from .state import DemoState
 
+DEFAULT_MODEL = "smollm2"
 LLAMA_THREADS = 1  # -t 2 on 2 busy cores was 20x slower (spin-waiting threads)
-CTX_PER_SLOT = 4096  # HA's Assist prompt with tools is ~3k tokens
+CTX_PER_SLOT = 4096  # SmolLM2 gets no tools: its prompt is under 200 tokens
+# A user's model gets HA's Assist API when it can call tools: ~3k prompt tokens with them.
+USER_MODEL_CTX_PER_SLOT = 8192
 N_PARALLEL = 4
 RESERVED_SLOTS = (0,)
 STT_MODEL = "tiny.en"
@@ -34,11 +40,14 @@ class Stack:
     """The running services, by role, with how long each took to become ready."""
 
     logs: Path
-    services: dict[str, Service] = field(default_factory=dict)
-    startup_s: dict[str, float] = field(default_factory=dict)
+    services: dict[Role, Service] = field(default_factory=dict)
+    startup_s: dict[Role, float] = field(default_factory=dict)
 
-    def url(self, role: str) -> str:
+    def url(self, role: Role) -> str:
         return self.services[role].url
+
+    def log(self, role: Role) -> Path:
+        return self.services[role].log_path
 
     def stop(self) -> None:
         """Stop in reverse start order (HA first, llama-server last)."""
@@ -46,84 +55,81 @@ class Stack:
             service.stop()
         self.services.clear()
 
-    def _run(self, role: str, label: str, log: Path, start: Callable[[], Service]) -> None:
+    def dead(self) -> Role | None:
+        """The first service that is no longer running, if any."""
+        return next((r for r, s in self.services.items() if not s.running), None)
+
+    def run(self, role: Role, log: Path, start: Callable[[], Service]) -> None:
         began = time.monotonic()
+        label = SPEC[role].label
         try:
             service = start()
         except ServiceError as err:
             raise DemoError(label, str(err).split("\n", 1)[0], log) from err
-        except (OSError, FileNotFoundError) as err:
+        except OSError as err:
             raise DemoError(label, f"cannot start: {err}", log) from err
         self.services[role] = service
         self.startup_s[role] = time.monotonic() - began
 
 
-def start_backends(stack: Stack, state: DemoState) -> None:
+def start_backends(stack: Stack, state: DemoState, model: str) -> None:
     """llama-server + proxy, and the speech server + gateway, the two chains in parallel."""
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = [
-            pool.submit(_start_llm_chain, stack, state),
+            pool.submit(_start_llm_chain, stack, state, model),
             pool.submit(_start_speech_chain, stack, state),
         ]
         for future in futures:
             future.result()
 
 
-def _start_llm_chain(stack: Stack, state: DemoState) -> None:
-    from ..nginx import start_proxy
-
+def _start_llm_chain(stack: Stack, state: DemoState, model: str) -> None:
     logs, ports = stack.logs, state.ports
-    stack._run(
-        "llama",
-        "llama-server (SmolLM2-135M)",
-        logs / f"llama-smollm2-{ports['llama']}.log",
+    stack.run(
+        Role.LLAMA,
+        logs / f"llama-{Path(model).stem}-{ports[Role.LLAMA]}.log",
         lambda: start_llama(
-            "smollm2",
+            model,
             api_key=state.llama_key,
             n_parallel=N_PARALLEL,
-            ctx_per_slot=CTX_PER_SLOT,
+            ctx_per_slot=CTX_PER_SLOT if model == DEFAULT_MODEL else USER_MODEL_CTX_PER_SLOT,
             threads=LLAMA_THREADS,
             log_dir=logs,
-            port=ports["llama"],
+            port=ports[Role.LLAMA],
         ),
     )
-    stack._run(
-        "proxy",
-        "auth proxy (nginx)",
+    stack.run(
+        Role.PROXY,
         logs / "nginx-error.log",
         lambda: start_proxy(
-            stack.url("llama"),
+            stack.url(Role.LLAMA),
             state.proxy_key,
             state.llama_key,
             agent_key=state.agent_key,
             total_slots=N_PARALLEL,
             reserved_slots=RESERVED_SLOTS,
             log_dir=logs,
-            port=ports["proxy"],
+            port=ports[Role.PROXY],
         ),
     )
 
 
 def _start_speech_chain(stack: Stack, state: DemoState) -> None:
-    from ..speech_server import start_speech_server
-
     logs, ports = stack.logs, state.ports
-    stack._run(
-        "speech",
-        "speech server (piper + faster-whisper)",
+    stack.run(
+        Role.SPEECH,
         logs / "speech_server.log",
-        lambda: start_speech_server(log_dir=logs, port=ports["speech"], cpu_threads=2),
+        lambda: start_speech_server(log_dir=logs, port=ports[Role.SPEECH], cpu_threads=2),
     )
     log = logs / "gateway.log"
-    stack._run(
-        "gateway",
-        "Voice Stack gateway",
+    stack.run(
+        Role.GATEWAY,
         log,
         lambda: start_gateway(
-            stack.url("speech"),
+            stack.url(Role.SPEECH),
             log,
-            port=ports["gateway"],
-            http_port=ports["gateway_http"],
+            port=ports[Role.GATEWAY],
+            http_port=ports[GATEWAY_HTTP_PORT],
             extra_args=GATEWAY_MODEL_ARGS,
             name="Voice Stack gateway",
             startup_timeout=30.0,
@@ -140,9 +146,9 @@ def start_home_assistant(stack: Stack, state: DemoState, config_dir: Path) -> No
     hass = Service(
         name="Home Assistant",
         argv=[str(hass_bin), "-c", str(config_dir), "--skip-pip"],
-        port=state.ports["hass"],
+        port=state.ports[Role.HASS],
         log_path=stack.logs / "home-assistant.log",
-        health_path="/manifest.json",  # the frontend is up (onboarding answers 400 before)
+        health_path=SPEC[Role.HASS].health_path,
         startup_timeout=180.0,
     )
-    stack._run("hass", "Home Assistant", hass.log_path, hass.start)
+    stack.run(Role.HASS, hass.log_path, hass.start)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from ..paths import CACHE
 from ..procs import free_port
+from .roles import PORT_NAMES
 
 DEFAULT_DIR = CACHE / "demo"
-PORT_NAMES = ("llama", "proxy", "speech", "gateway", "gateway_http", "hass")
 
 
 def _key() -> str:
@@ -31,6 +31,7 @@ class DemoState:
     password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
     onboarded: bool = False
     wyoming_port: int | None = None
+    proxy_url: str | None = None  # what HA's voice_stack entry points at
     ports: dict[str, int] = field(default_factory=dict)
 
     @classmethod

@@ -1,30 +1,58 @@
-"""Home Assistant's REST and websocket APIs, used the way the frontend uses them."""
+"""Home Assistant's REST and websocket APIs, used the way the frontend uses them.
+
+Shared by the demo, the assist runner (`assist.py`) and benchmarks: every failure is a
+`HomeAssistantApiError` naming the call, never a bare aiohttp exception or a hang.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Self
 
 import aiohttp
 
-from .errors import DemoError
-
 REST_TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
 WS_TIMEOUT = 60.0
-SERVICE = "Home Assistant"
 
 type Json = dict[str, Any]
+
+
+class HomeAssistantApiError(Exception):
+    """A call to Home Assistant failed: `what` was called, `why` it failed."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what}: {why}")
+        self.what = what
+        self.why = why
+
+
+class Subscription:
+    """The messages of one websocket command that answers with a stream of events."""
+
+    def __init__(self, command: str, queue: asyncio.Queue[Json]) -> None:
+        self.command = command
+        self._queue = queue
+
+    async def next(self, limit: float) -> Json:
+        """The next message, or HomeAssistantApiError after `limit` s or a closed socket."""
+        try:
+            item = await asyncio.wait_for(self._queue.get(), limit)
+        except TimeoutError as err:
+            raise HomeAssistantApiError(self.command, f"no answer within {limit:.0f} s") from err
+        if item.get("type") == "closed":
+            raise HomeAssistantApiError(self.command, "the websocket closed")
+        return item
 
 
 class HomeAssistantClient:
     """An authenticated REST + websocket session against one HA instance."""
 
-    def __init__(self, base_url: str, log_path: str) -> None:
+    def __init__(self, base_url: str) -> None:
         self.base_url = base_url.rstrip("/")
-        self.log_path = log_path
         self.client_id = f"{self.base_url}/"
         self.redirect_uri = f"{self.base_url}/?auth_callback=1"
         self.access_token: str | None = None
@@ -49,8 +77,8 @@ class HomeAssistantClient:
             await self._ws.close()
         await self._session.close()
 
-    def _fail(self, what: str, why: str) -> DemoError:
-        return DemoError(SERVICE, f"{what}: {why}", self.log_path)
+    def _headers(self, auth: bool = True) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.access_token}"} if auth else {}
 
     # --- REST -----------------------------------------------------------------------------------
 
@@ -64,31 +92,44 @@ class HomeAssistantClient:
         auth: bool = True,
         ok: tuple[int, ...] = (200, 201),
     ) -> Any:
-        """One REST call; returns the decoded JSON (or None), raises DemoError otherwise."""
-        headers = {"Authorization": f"Bearer {self.access_token}"} if auth else {}
+        """One REST call; returns the decoded JSON (or None), raises HomeAssistantApiError."""
+        what = f"{method} {path}"
         try:
             async with self._session.request(
-                method, self.base_url + path, json=json, data=form, headers=headers
+                method, self.base_url + path, json=json, data=form, headers=self._headers(auth)
             ) as resp:
                 text = await resp.text()
                 if resp.status not in ok:
-                    raise self._fail(f"{method} {path}", f"HTTP {resp.status}: {text[:300]}")
+                    raise HomeAssistantApiError(what, f"HTTP {resp.status}: {text[:300]}")
                 if resp.content_type == "application/json" and text:
                     return await resp.json()
                 return None
         except (aiohttp.ClientError, TimeoutError) as err:
-            raise self._fail(f"{method} {path}", repr(err)) from err
+            raise HomeAssistantApiError(what, repr(err)) from err
 
-    async def download(self, path: str) -> bytes:
-        """Fetch a file (e.g. TTS audio), with the session's token."""
-        headers = {"Authorization": f"Bearer {self.access_token}"}
+    async def download(self, path: str, *, limit: float = 120.0) -> tuple[bytes, float | None]:
+        """Fetch a file (e.g. TTS audio) as it streams in.
+
+        Returns the body and the `time.monotonic()` at which its first bytes arrived (None
+        when it was empty): HA's TTS view sends nothing until the first audio chunk exists.
+        """
+        what = f"GET {path}"
+        timeout = aiohttp.ClientTimeout(total=limit, connect=10)
+        chunks: list[bytes] = []
+        first: float | None = None
         try:
-            async with self._session.get(self.base_url + path, headers=headers) as resp:
+            async with self._session.get(
+                self.base_url + path, headers=self._headers(), timeout=timeout
+            ) as resp:
                 if resp.status != 200:
-                    raise self._fail(f"GET {path}", f"HTTP {resp.status}")
-                return await resp.read()
+                    raise HomeAssistantApiError(what, f"HTTP {resp.status}")
+                async for chunk in resp.content.iter_any():
+                    if first is None:
+                        first = time.monotonic()
+                    chunks.append(chunk)
         except (aiohttp.ClientError, TimeoutError) as err:
-            raise self._fail(f"GET {path}", repr(err)) from err
+            raise HomeAssistantApiError(what, repr(err)) from err
+        return b"".join(chunks), first
 
     async def token_from_code(self, code: str) -> None:
         """Exchange an authorization code for an access token (the frontend's last login step)."""
@@ -119,7 +160,7 @@ class HomeAssistantClient:
             auth=False,
         )
         if result.get("type") != "create_entry":
-            raise self._fail("login", f"rejected: {result.get('errors')}")
+            raise HomeAssistantApiError("login", f"rejected: {result.get('errors')}")
         await self.token_from_code(result["result"])
 
     # --- websocket ------------------------------------------------------------------------------
@@ -131,13 +172,15 @@ class HomeAssistantClient:
             self._ws = await self._session.ws_connect(url, heartbeat=30, max_msg_size=0)
             hello = await self._ws.receive_json(timeout=WS_TIMEOUT)
             if hello.get("type") != "auth_required":
-                raise self._fail("websocket", f"unexpected greeting {hello}")
+                raise HomeAssistantApiError("websocket", f"unexpected greeting {hello}")
             await self._ws.send_json({"type": "auth", "access_token": self.access_token})
             reply = await self._ws.receive_json(timeout=WS_TIMEOUT)
         except (aiohttp.ClientError, TimeoutError) as err:
-            raise self._fail("websocket", repr(err)) from err
+            raise HomeAssistantApiError("websocket", repr(err)) from err
         if reply.get("type") != "auth_ok":
-            raise self._fail("websocket", f"authentication failed: {reply.get('message')}")
+            raise HomeAssistantApiError(
+                "websocket", f"authentication failed: {reply.get('message')}"
+            )
         self._reader = asyncio.create_task(self._read_loop())
 
     async def _read_loop(self) -> None:
@@ -158,45 +201,32 @@ class HomeAssistantClient:
         self._waiters[msg_id] = queue
         return msg_id, queue
 
-    async def _receive(self, queue: asyncio.Queue[Json], what: str, limit: float) -> Json:
-        try:
-            item = await asyncio.wait_for(queue.get(), limit)
-        except TimeoutError as err:
-            raise self._fail(what, f"no answer within {limit:.0f} s") from err
-        if item.get("type") == "closed":
-            raise self._fail(what, "the websocket closed")
-        return item
-
     async def ws(self, command: str, *, limit: float = WS_TIMEOUT, **payload: Any) -> Any:
         """Send one websocket command and return its result."""
-        assert self._ws is not None, "connect_ws first"
-        msg_id, queue = self._open()
-        try:
-            await self._ws.send_json({"id": msg_id, "type": command, **payload})
-            reply = await self._receive(queue, command, limit)
-        finally:
-            self._waiters.pop(msg_id, None)
+        async with self.subscribe(command, **payload) as messages:
+            reply = await messages.next(limit)
         if not reply.get("success", False):
             error = reply.get("error", {})
-            raise self._fail(command, f"{error.get('code')}: {error.get('message')}")
+            raise HomeAssistantApiError(command, f"{error.get('code')}: {error.get('message')}")
         return reply.get("result")
 
     @contextlib.asynccontextmanager
-    async def ws_subscription(
-        self, command: str, **payload: Any
-    ) -> AsyncIterator[tuple[int, asyncio.Queue[Json]]]:
-        """Send a command whose answer is a stream of events; yields (id, queue of messages)."""
-        assert self._ws is not None, "connect_ws first"
+    async def subscribe(self, command: str, **payload: Any) -> AsyncIterator[Subscription]:
+        """Send a command whose answer is a stream of messages (its result, then events)."""
+        if self._ws is None:
+            raise HomeAssistantApiError(command, "the websocket is not connected")
         msg_id, queue = self._open()
         try:
             await self._ws.send_json({"id": msg_id, "type": command, **payload})
-            yield msg_id, queue
+            yield Subscription(command, queue)
         finally:
             self._waiters.pop(msg_id, None)
 
-    async def next_message(self, queue: asyncio.Queue[Json], what: str, limit: float) -> Json:
-        return await self._receive(queue, what, limit)
-
     async def send_binary(self, data: bytes) -> None:
-        assert self._ws is not None, "connect_ws first"
-        await self._ws.send_bytes(data)
+        """One binary websocket frame (pipeline audio: handler id byte, then PCM)."""
+        if self._ws is None:
+            raise HomeAssistantApiError("websocket", "not connected")
+        try:
+            await self._ws.send_bytes(data)
+        except (aiohttp.ClientError, ConnectionError) as err:
+            raise HomeAssistantApiError("websocket audio", repr(err)) from err

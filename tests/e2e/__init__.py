@@ -1,0 +1,1 @@
+"""End-to-end tests: the demo and the browser against real servers."""
