@@ -22,6 +22,7 @@ from .llama_data import MalformedReplyError, parse_prometheus
 from .service_data import (
     STT_KIND,
     TTS_KIND,
+    TTS_STREAM_KIND,
     GatewayData,
     GatewayHealth,
     LatencyTotals,
@@ -57,8 +58,8 @@ class GatewayCoordinator(VoiceStackCoordinator[GatewayData]):
         samples = parse_prometheus(metrics_reply.text) if metrics_reply.status == 200 else {}
         totals = {
             kind: found
-            for kind in (STT_KIND, TTS_KIND)
-            if (found := latency_totals(samples, kind)) is not None
+            for kind, kinds in ((STT_KIND, (STT_KIND,)), (TTS_KIND, (TTS_KIND, TTS_STREAM_KIND)))
+            if (found := latency_totals(samples, *kinds)) is not None
         }
         return GatewayData(
             health=health,

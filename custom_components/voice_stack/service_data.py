@@ -15,9 +15,11 @@ from .llama_data import MalformedReplyError, ratio
 type BackendStatus = Literal["ok", "down", "unknown"]
 type KeyScope = Literal["agent", "general", "none"]
 
-# The gateway's latency histograms: stt = audio-stop to transcript, tts = request to first audio.
+# The gateway's latency histograms: stt = audio-stop to transcript; tts and tts_stream = request
+# (or first streamed sentence) to first audio. Home Assistant's pipeline streams, so both count.
 STT_KIND: Final = "stt"
 TTS_KIND: Final = "tts"
+TTS_STREAM_KIND: Final = "tts_stream"
 _LATENCY: Final = "gateway_latency_seconds"
 
 
@@ -151,11 +153,17 @@ class LatencyTotals:
     count: float
 
 
-def latency_totals(samples: dict[str, float], kind: str) -> LatencyTotals | None:
-    """The _sum and _count of one kind in parsed /metrics samples; None when absent."""
-    total = samples.get(f'{_LATENCY}_sum{{kind="{kind}"}}')
-    count = samples.get(f'{_LATENCY}_count{{kind="{kind}"}}')
-    return LatencyTotals(total, count) if total is not None and count is not None else None
+def latency_totals(samples: dict[str, float], *kinds: str) -> LatencyTotals | None:
+    """The summed _sum and _count of these kinds in parsed /metrics samples; None when absent."""
+    found = [
+        LatencyTotals(total, count)
+        for kind in kinds
+        if (total := samples.get(f'{_LATENCY}_sum{{kind="{kind}"}}')) is not None
+        and (count := samples.get(f'{_LATENCY}_count{{kind="{kind}"}}')) is not None
+    ]
+    if not found:
+        return None
+    return LatencyTotals(sum(t.seconds for t in found), sum(t.count for t in found))
 
 
 def mean_ms(later: LatencyTotals | None, earlier: LatencyTotals | None) -> float | None:

@@ -23,11 +23,11 @@ async def test_speech_times_follow_the_gateway_s_own_requests(
     gateway = init_integration.runtime_data.coordinators.gateway
     assert gateway is not None
     assert (gateway.data.stt_ms, gateway.data.tts_ms) == (None, None)
-    fake_gateway.latency = {"stt": (0.9, 3), "tts": (0.2, 2)}
+    fake_gateway.latency = {"stt": (0.9, 3), "tts": (0.1, 1), "tts_stream": (0.1, 1)}
     await poll(hass, init_integration)
     assert gateway.data.stt_ms == pytest.approx(300.0)
-    assert gateway.data.tts_ms == pytest.approx(100.0)
-    fake_gateway.latency = {"stt": (1.5, 4), "tts": (0.2, 2)}
+    assert gateway.data.tts_ms == pytest.approx(100.0), "plain and streamed synthesis together"
+    fake_gateway.latency = {"stt": (1.5, 4), "tts": (0.1, 1), "tts_stream": (0.1, 1)}
     await poll(hass, init_integration)
     assert gateway.data.stt_ms == pytest.approx(600.0)
     assert gateway.data.tts_ms == pytest.approx(100.0), "idle: the last figure stays"

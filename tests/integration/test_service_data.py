@@ -87,6 +87,12 @@ def test_speech_times_from_latency_histograms() -> None:
     stt = latency_totals(samples, "stt")
     assert stt == LatencyTotals(1.5, 3.0)
     assert latency_totals(samples, "tts") is None
+    both = {
+        **samples,
+        'gateway_latency_seconds_sum{kind="tts"}': 0.5,
+        'gateway_latency_seconds_count{kind="tts"}': 1.0,
+    }
+    assert latency_totals(both, "stt", "tts") == LatencyTotals(2.0, 4.0)
     assert mean_ms(stt, None) == pytest.approx(500.0)  # all requests so far
     later = LatencyTotals(2.1, 5.0)
     assert mean_ms(later, stt) == pytest.approx(300.0)  # the two new ones

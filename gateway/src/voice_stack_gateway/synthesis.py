@@ -123,7 +123,9 @@ class StreamingSynthesis:
         self.all_jobs: list[SentenceJob] = []
         self.head = 0  # index of the sentence being played
         self.window = asyncio.Condition()
-        self.started = time.perf_counter()
+        # first audio is timed from the first sentence handed to the TTS server, not from
+        # synthesize-start: until then the stream waits for the client's (the LLM's) text
+        self.first_sentence_at: float | None = None
         self.stopped = False
         self.failed = False  # an error was sent; later text of this stream is dropped
         self._on_end = on_end
@@ -159,6 +161,8 @@ class StreamingSynthesis:
                 job.task.cancel()
 
     def _submit(self, text: str) -> None:
+        if self.first_sentence_at is None:
+            self.first_sentence_at = time.perf_counter()
         job = SentenceJob(len(self.all_jobs), text)
         job.task = asyncio.create_task(self._fetch(job), name=f"tts sentence {job.index}")
         self.all_jobs.append(job)
@@ -201,8 +205,8 @@ class StreamingSynthesis:
                 if isinstance(item, GatewayError):
                     raise item
                 fmt, pcm = cast(tuple[PcmFormat, bytes], item)
-                if await out.write(fmt, pcm):
-                    latency.observe((time.perf_counter() - self.started) * 1000)
+                if await out.write(fmt, pcm) and self.first_sentence_at is not None:
+                    latency.observe((time.perf_counter() - self.first_sentence_at) * 1000)
             async with self.window:
                 self.head = job.index + 1
                 self.window.notify_all()
