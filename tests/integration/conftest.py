@@ -34,6 +34,7 @@ from custom_components.voice_stack.const import (
 from tests.integration.fakes import FAKE_KEY, FakeGateway, FakeLlama
 from tests.integration.helpers import agent, setup_entry
 from tests.integration.live_stack import LiveStack, run_live_stack
+from voice_stack_dev.llama import LlamaServer
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class Server:
 
     url: str
     key: str
+
+    @classmethod
+    def of(cls, llama: LlamaServer) -> Server:
+        """A real llama-server, reached directly with its own key."""
+        return cls(llama.url, llama.api_key or "")
 
 
 @pytest.fixture(autouse=True)

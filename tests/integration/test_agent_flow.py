@@ -60,7 +60,7 @@ def _slot_choices(result: Any) -> list[str]:
 
 @pytest.fixture
 def server(llama_text: LlamaServer) -> Server:
-    return Server(llama_text.url, llama_text.api_key or "")
+    return Server.of(llama_text)
 
 
 async def test_add_and_change_agents(

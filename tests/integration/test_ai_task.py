@@ -30,7 +30,7 @@ def _task_entity(hass: HomeAssistant) -> str:
 class TestRealServer:
     @pytest.fixture
     def server(self, llama_text: LlamaServer) -> Server:
-        return Server(llama_text.url, llama_text.api_key or "")
+        return Server.of(llama_text)
 
     async def test_generate_text_on_its_slot(
         self, hass: HomeAssistant, init_integration: MockConfigEntry, llama_text: LlamaServer

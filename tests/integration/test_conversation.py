@@ -75,7 +75,7 @@ class TestTinyText:
 
     @pytest.fixture
     def server(self, llama_text: LlamaServer) -> Server:
-        return Server(llama_text.url, llama_text.api_key or "")
+        return Server.of(llama_text)
 
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ class TestUnified:
     @pytest.fixture
     def server(self, llama_factory: Any) -> Server:
         llama = llama_factory("tiny-text", ctx_per_slot=1024, extra_args=["--kv-unified"])
-        return Server(llama.url, llama.api_key or "")
+        return Server.of(llama)
 
     async def test_unified_cache_is_found_and_remembered(
         self,
@@ -60,7 +60,7 @@ class TestSeparate:
 
     @pytest.fixture
     def server(self, llama: LlamaServer) -> Server:
-        return Server(llama.url, llama.api_key or "")
+        return Server.of(llama)
 
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ async def test_malformed_status_and_an_undecidable_door(
 class TestDirect:
     @pytest.fixture
     def server(self, llama_text: LlamaServer) -> Server:
-        return Server(llama_text.url, llama_text.api_key or "")
+        return Server.of(llama_text)
 
     async def test_llama_server_itself(
         self, hass: HomeAssistant, init_integration: MockConfigEntry

@@ -119,7 +119,7 @@ class TestRealServer:
 
     @pytest.fixture
     def server(self, llama_text: LlamaServer) -> Server:
-        return Server(llama_text.url, llama_text.api_key or "")
+        return Server.of(llama_text)
 
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:
@@ -155,7 +155,7 @@ class TestToolCalling:
         llama = llama_factory(
             "tiny-text", ctx_per_slot=1024, extra_args=["--chat-template", "chatml"]
         )
-        return Server(llama.url, llama.api_key or "")
+        return Server.of(llama)
 
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:
@@ -179,7 +179,7 @@ class TestSmallContext:
 
     @pytest.fixture
     def server(self, llama: LlamaServer) -> Server:
-        return Server(llama.url, llama.api_key or "")
+        return Server.of(llama)
 
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:
@@ -220,7 +220,7 @@ class TestLongRequest:
     @pytest.fixture
     def server(self, llama_factory: Any) -> Server:
         llama = llama_factory("tiny-text", ctx_per_slot=512)
-        return Server(llama.url, llama.api_key or "")
+        return Server.of(llama)
 
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:

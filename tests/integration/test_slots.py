@@ -67,7 +67,7 @@ async def test_an_empty_pool_is_refused() -> None:
 @pytest.fixture
 def server(llama_text: LlamaServer) -> Server:
     """The real tiny model."""
-    return Server(llama_text.url, llama_text.api_key or "")
+    return Server.of(llama_text)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ def llama(llama_factory: Any, tmp_path: Path) -> LlamaServer:
 
 @pytest.fixture
 def server(llama: LlamaServer) -> Server:
-    return Server(llama.url, llama.api_key or "")
+    return Server.of(llama)
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ async def test_saved_after_priming_and_restored_after_a_restart(
 class TestWithoutSavePath:
     @pytest.fixture
     def server(self, llama_text: LlamaServer) -> Server:
-        return Server(llama_text.url, llama_text.api_key or "")
+        return Server.of(llama_text)
 
     async def test_saving_is_skipped(
         self, hass: HomeAssistant, init_integration: MockConfigEntry, llama_text: LlamaServer

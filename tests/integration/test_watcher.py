@@ -134,7 +134,7 @@ class TestRealServer:
 
     @pytest.fixture
     def server(self, llama: LlamaServer) -> Server:
-        return Server(llama.url, llama.api_key or "")
+        return Server.of(llama)
 
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:
