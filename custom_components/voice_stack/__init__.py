@@ -9,7 +9,6 @@ import openai
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.const import Platform
 from homeassistant.core import HomeAssistant
-from homeassistant.exceptions import ConfigEntryAuthFailed, ConfigEntryNotReady
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.httpx_client import get_async_client
 
@@ -22,7 +21,6 @@ from .const import (
     CONF_SLOT,
     CONF_SLOTS,
     CONF_URL,
-    DOMAIN,
     GATEWAY_DEVICES,
     LOGGER,
     SUBENTRY_AI_TASK,
@@ -30,7 +28,6 @@ from .const import (
 )
 from .coordinator import VoiceStackCoordinator
 from .devices import remove_stale_devices
-from .errors import LlamaAuthError, LlamaError
 from .gateway_coordinator import GatewayCoordinator
 from .llama_coordinator import LlamaCoordinator
 from .models import Coordinators, VoiceStackConfigEntry, VoiceStackData
@@ -56,19 +53,9 @@ async def async_setup_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) -
     client = LlamaClient(
         async_get_clientsession(hass), entry.data[CONF_URL], entry.data.get(CONF_API_KEY, "")
     )
-    try:
-        await client.health()
-        await client.props()
-    except LlamaAuthError as err:
-        raise ConfigEntryAuthFailed(
-            translation_domain=DOMAIN, translation_key="invalid_auth"
-        ) from err
-    except LlamaError as err:
-        raise ConfigEntryNotReady(
-            translation_domain=DOMAIN, translation_key="cannot_connect"
-        ) from err
-    chat = ChatClient(await _openai_client(hass, entry))
+    # The first poll is the check: unreachable is "not ready", a rejected key starts reauth.
     coordinators = await _first_polls(hass, entry)
+    chat = ChatClient(await _openai_client(hass, entry))
     agents = {
         subentry.subentry_id: Agent(hass, subentry)
         for subentry in entry.subentries.values()
@@ -117,7 +104,8 @@ async def _openai_client(hass: HomeAssistant, entry: ConfigEntry) -> openai.Asyn
 
 
 async def _first_polls(hass: HomeAssistant, entry: ConfigEntry) -> Coordinators:
-    """Create the coordinators and poll each once; a service being down is a state, not an error."""
+    """Create the coordinators and poll each once: llama-server must answer (else setup is
+    retried); the proxy or the gateway being down is a state their sensors show."""
     gateway_url = entry.options.get(CONF_GATEWAY_URL) or entry.data.get(CONF_GATEWAY_URL)
     coordinators = Coordinators(
         llm=LlamaCoordinator(hass, entry),
@@ -126,10 +114,11 @@ async def _first_polls(hass: HomeAssistant, entry: ConfigEntry) -> Coordinators:
     )
     if gateway_url is None:
         remove_stale_devices(hass, entry, GATEWAY_DEVICES)
-    polled: list[VoiceStackCoordinator[Any]] = [coordinators.llm, coordinators.proxy]
+    await coordinators.llm.async_config_entry_first_refresh()
+    others: list[VoiceStackCoordinator[Any]] = [coordinators.proxy]
     if coordinators.gateway is not None:
-        polled.append(coordinators.gateway)
-    await asyncio.gather(*(c.async_refresh() for c in polled))
+        others.append(coordinators.gateway)
+    await asyncio.gather(*(c.async_refresh() for c in others))
     return coordinators
 
 

@@ -40,7 +40,7 @@ from .options_flow import (
     normalize_gateway_url,
     validate_gateway,
 )
-from .urls import host_of, normalize_url, without_userinfo
+from .urls import host_of, normalize_url, shown_url, without_userinfo
 
 _URL_SELECTOR = TextSelector(TextSelectorConfig(type=TextSelectorType.URL))
 _KEY_SELECTOR = TextSelector(TextSelectorConfig(type=TextSelectorType.PASSWORD))
@@ -88,7 +88,7 @@ async def validate_server(
     except LlamaNotServerError:
         error = "not_llama_server"
     except LlamaError as err:
-        LOGGER.debug("Cannot reach %s: %s", url, err)
+        LOGGER.debug("Cannot reach %s: %s", shown_url(url), err)
         error = "cannot_connect"
     else:
         return {}, props

@@ -20,6 +20,7 @@ from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.update_coordinator import DataUpdateCoordinator, UpdateFailed
 
 from .const import CONF_API_KEY, DOMAIN, LOGGER, PROBE_TIMEOUT
+from .urls import shown_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,10 +37,6 @@ class Reply:
             return json.loads(self.text)
         except ValueError:
             return None
-
-
-def _without_query(url: str) -> str:
-    return url.split("?", 1)[0]
 
 
 async def fetch(
@@ -59,14 +56,14 @@ async def fetch(
         raise UpdateFailed(
             translation_domain=DOMAIN,
             translation_key="probe_timeout",
-            translation_placeholders={"url": _without_query(url)},
+            translation_placeholders={"url": shown_url(url)},
         ) from err
     except aiohttp.ClientError as err:
         raise UpdateFailed(
             translation_domain=DOMAIN,
             translation_key="probe_failed",
             translation_placeholders={
-                "url": _without_query(url),
+                "url": shown_url(url),
                 "error": str(err) or type(err).__name__,
             },
         ) from err
@@ -84,7 +81,7 @@ def http_error(url: str, status: int) -> UpdateFailed:
     return UpdateFailed(
         translation_domain=DOMAIN,
         translation_key="probe_status",
-        translation_placeholders={"url": _without_query(url), "status": str(status)},
+        translation_placeholders={"url": shown_url(url), "status": str(status)},
     )
 
 
@@ -93,7 +90,7 @@ def malformed(url: str, key: str = "probe_malformed") -> UpdateFailed:
     return UpdateFailed(
         translation_domain=DOMAIN,
         translation_key=key,
-        translation_placeholders={"url": _without_query(url)},
+        translation_placeholders={"url": shown_url(url)},
     )
 
 

@@ -22,7 +22,7 @@ from .const import (
     MAX_TOOL_ITERATIONS,
 )
 from .devices import agent_device_info
-from .errors import LlamaAuthError, LlamaContextError, translate_errors
+from .errors import LlamaAuthError, LlamaContextError, LlamaTimeoutError, translate_errors
 from .models import VoiceStackConfigEntry
 from .prompt import build_messages, format_tools
 from .repairs import ContextError
@@ -69,18 +69,32 @@ class VoiceStackLLMEntity(Entity):
             extra["response_format"] = structured_output(
                 structure_name, structure, chat_log.llm_api
             )
-        async with data.scheduler.lease(self.agent.slots, chat_log.conversation_id) as slot:
-            with translate_errors(timeout):
+        with translate_errors(timeout):
+            try:
+                await self._on_a_slot(chat_log, extra, timeout)
+            except LlamaAuthError:
+                self.entry.async_start_reauth(self.hass)
+                raise
+        data.repairs.request_ok(self.agent)
+
+    async def _on_a_slot(
+        self, chat_log: conversation.ChatLog, extra: dict[str, Any], timeout_s: float
+    ) -> None:
+        """The tool loop on a slot of the agent's pool, waiting for one at most `timeout_s`."""
+        scheduler = self.entry.runtime_data.scheduler
+        pool, conversation_id = self.agent.slots, chat_log.conversation_id
+        try:
+            async with scheduler.lease(pool, conversation_id, wait_s=timeout_s) as slot:
                 try:
-                    await self._tool_loop(chat_log, {**self.agent.request(slot), **extra}, timeout)
-                except LlamaAuthError:
-                    self.entry.async_start_reauth(self.hass)
-                    raise
+                    await self._tool_loop(
+                        chat_log, {**self.agent.request(slot), **extra}, timeout_s
+                    )
                 except LlamaContextError as err:
                     error = ContextError(slot, err.n_prompt_tokens, err.n_ctx, from_warm=False)
-                    data.repairs.context_error(self.agent, error)
+                    self.entry.runtime_data.repairs.context_error(self.agent, error)
                     raise
-        data.repairs.request_ok(self.agent)
+        except TimeoutError as err:  # no slot of the pool freed in time
+            raise LlamaTimeoutError("every slot of the agent stayed busy") from err
 
     async def _tool_loop(
         self, chat_log: conversation.ChatLog, payload: dict[str, Any], timeout_s: float

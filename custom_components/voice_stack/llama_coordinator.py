@@ -71,10 +71,11 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
         if health.status != 200:
             self._counters = None
             raise http_error(url, health.status)
+        polled_at = time.monotonic()
         props, slots, metrics = await asyncio.gather(
             self._get("/props"), self._get("/slots"), self._get("/metrics")
         )
-        data = LlamaData(loading=False, latency_ms=health.latency_ms)
+        data = LlamaData(loading=False, latency_ms=health.latency_ms, polled_at=polled_at)
         data = self._with_props(data, props)
         data = self._with_slots(data, slots)
         return self._with_metrics(data, metrics)

@@ -262,6 +262,7 @@ class LlamaData:
     requests_deferred: int | None = None
     metrics_enabled: bool = True
     slots_enabled: bool = True
+    polled_at: float = 0.0  # monotonic time /slots was asked for
 
     @property
     def total_slots(self) -> int | None:

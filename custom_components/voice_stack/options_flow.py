@@ -14,6 +14,7 @@ from homeassistant.helpers.selector import TextSelector, TextSelectorConfig, Tex
 
 from .const import CONF_GATEWAY_URL, LOGGER, PROBE_TIMEOUT
 from .service_data import parse_gateway_health
+from .urls import shown_url
 
 GATEWAY_FIELD: Final[dict[Any, Any]] = {
     probatio.Optional(CONF_GATEWAY_URL): TextSelector(TextSelectorConfig(type=TextSelectorType.URL))
@@ -46,7 +47,7 @@ async def validate_gateway(hass: HomeAssistant, url: str | None) -> dict[str, st
         ) as resp:
             parse_gateway_health(await resp.json(content_type=None))
     except (TimeoutError, aiohttp.ClientError, ValueError) as err:  # ValueError: not its JSON
-        LOGGER.debug("Gateway at %s is not usable: %s", url, err)
+        LOGGER.debug("Gateway at %s is not usable: %s", shown_url(url), err)
         return {CONF_GATEWAY_URL: "gateway_cannot_connect"}
     return {}
 

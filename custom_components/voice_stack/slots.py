@@ -5,19 +5,22 @@ speaking at once to an agent with one slot are served one after the other. An ag
 a pool of slots instead; each request takes the slot that last served its conversation if
 that slot is idle (its history is cached there), else the lowest idle slot of the pool
 (every pool slot holds the warm system prompt), else waits for the first of its slots to
-free. It never uses a slot outside the pool. The state is what this integration sent; the
-server's /slots is not polled on the request path.
+free. It never uses a slot outside the pool. A warm-up (a background lease) gives way to a
+user request waiting for the same slot. The state is what this integration sent; the server's
+/slots is not polled on the request path.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import Counter, OrderedDict
+import time
+from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Final
 
 _MAX_CONVERSATIONS: Final = 256
+_RECENT_STARTS: Final = 64
 
 
 class SlotScheduler:
@@ -26,32 +29,72 @@ class SlotScheduler:
     def __init__(self) -> None:
         """Nothing in flight."""
         self._busy: Counter[int] = Counter()
+        self._wanted: Counter[int] = Counter()  # slots user requests are waiting for
         self._changed = asyncio.Condition()
         self._last_slot: OrderedDict[str, int] = OrderedDict()
         self.sent: Counter[int] = Counter()  # requests ever sent per slot (warm-ups included)
+        self._starts: dict[int, deque[float]] = {}  # recent lease start times per slot
 
     def busy(self, slot: int) -> bool:
         """Whether one of our requests is running on `slot`."""
         return self._busy[slot] > 0
 
-    def _pick(self, pool: Sequence[int], conversation_id: str | None) -> int | None:
+    def wanted(self, slot: int) -> bool:
+        """Whether a user request is waiting for `slot`."""
+        return self._wanted[slot] > 0
+
+    def sent_before(self, slot: int, at: float) -> int:
+        """Requests sent to `slot` that had started by monotonic time `at`."""
+        later = sum(1 for start in self._starts.get(slot, ()) if start > at)
+        return self.sent[slot] - later
+
+    def _pick(
+        self, pool: Sequence[int], conversation_id: str | None, background: bool
+    ) -> int | None:
+        def free(slot: int) -> bool:
+            return not self.busy(slot) and not (background and self.wanted(slot))
+
         preferred = self._last_slot.get(conversation_id) if conversation_id else None
-        if preferred is not None and preferred in pool and not self.busy(preferred):
+        if preferred is not None and preferred in pool and free(preferred):
             return preferred
-        return next((slot for slot in sorted(pool) if not self.busy(slot)), None)
+        return next((slot for slot in sorted(pool) if free(slot)), None)
+
+    async def _acquire(
+        self, pool: Sequence[int], conversation_id: str | None, background: bool
+    ) -> int:
+        async with self._changed:
+            if not background:
+                self._wanted.update(pool)
+            try:
+                while (slot := self._pick(pool, conversation_id, background)) is None:
+                    await self._changed.wait()
+            finally:
+                if not background:
+                    self._wanted.subtract(pool)
+            self._busy[slot] += 1
+            self.sent[slot] += 1
+            self._starts.setdefault(slot, deque(maxlen=_RECENT_STARTS)).append(time.monotonic())
+            if not background:
+                self._changed.notify_all()  # a warm-up that waited behind us may go now
+            return slot
 
     @asynccontextmanager
     async def lease(
-        self, pool: Sequence[int], conversation_id: str | None = None
+        self,
+        pool: Sequence[int],
+        conversation_id: str | None = None,
+        *,
+        background: bool = False,
+        wait_s: float | None = None,
     ) -> AsyncIterator[int]:
-        """Hold a slot of `pool` for one request (or one turn's tool loop)."""
+        """Hold a slot of `pool` for one request (or one turn's tool loop).
+
+        Raises TimeoutError when no pool slot frees within `wait_s` seconds.
+        """
         if not pool:
             raise ValueError("an agent needs at least one slot")
-        async with self._changed:
-            while (slot := self._pick(pool, conversation_id)) is None:
-                await self._changed.wait()
-            self._busy[slot] += 1
-            self.sent[slot] += 1
+        async with asyncio.timeout(wait_s):
+            slot = await self._acquire(pool, conversation_id, background)
         if conversation_id:
             self._remember(conversation_id, slot)
         try:

@@ -24,3 +24,8 @@ def host_of(url: str) -> str:
     """The host name of a URL, never its user:pass@ or port (IPv6 in brackets)."""
     host = urlsplit(url).hostname or ""
     return f"[{host}]" if ":" in host else host
+
+
+def shown_url(url: str) -> str:
+    """The URL fit for a log line or a message: no user:pass@, no query string."""
+    return without_userinfo(url).split("?", 1)[0]

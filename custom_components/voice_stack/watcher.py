@@ -1,17 +1,19 @@
 """Keep the agents' slots warm, driven by what the llama-server coordinator observes.
 
-After every poll the watcher compares what it saw with the poll before: the server coming
-(back) up, a new server process (llama-server draws a new media marker at every start), or an
-agent slot that ran a task Voice Stack did not send (another client evicted it). Each of
-those re-primes the slots concerned at once, so the first voice request after a restart
-finds its prefix cached. The unified-KV probe runs only when the server setup is new.
+After every poll the watcher compares it with the last poll that found the server ready
+(observation.py): a new server process (llama-server draws a new media marker at every start)
+or an agent slot that ran a task Voice Stack did not send calls for priming those slots at once,
+so the first voice request after a restart finds its prefix cached. A server that was merely
+unreachable keeps its cache and is left alone. The unified-KV probe runs only for a server
+setup it has no verdict for. A warm-up gives way to a user request waiting for the same slot.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import Final
 
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant, callback
@@ -22,54 +24,14 @@ from .const import LOGGER
 from .errors import LlamaContextError, LlamaError
 from .kv_probe import known_verdict, probe_unified_kv, remember_verdict
 from .llama_coordinator import LlamaCoordinator
-from .llama_data import LlamaData, ServerProps
+from .llama_data import ServerProps
+from .observation import Observation, is_new_process, observe, slots_to_warm
 from .repairs import ContextError, Repairs
 from .slots import SlotScheduler
 from .warm import SlotPrimer
 
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """What one poll showed about the server and the slots this entry uses."""
-
-    ready: bool
-    process: str | None
-    tasks: Mapping[int, int | None]  # slot -> latest task id on it
-    sent: Mapping[int, int]  # slot -> requests Voice Stack had sent to it
-    busy: frozenset[int]  # slots with one of our requests in flight
-
-
-def observe(
-    data: LlamaData | None, reachable: bool, scheduler: SlotScheduler, slots: set[int]
-) -> Observation:
-    """Snapshot one poll."""
-    ready = reachable and data is not None and not data.loading and data.props is not None
-    summary = data.slots if ready and data else None
-    tasks = (
-        {s: (info.id_task if (info := summary.slot(s)) else None) for s in slots} if summary else {}
-    )
-    return Observation(
-        ready=ready,
-        process=data.props.process if ready and data and data.props else None,
-        tasks=tasks,
-        sent={s: scheduler.sent[s] for s in slots},
-        busy=frozenset(s for s in slots if scheduler.busy(s)),
-    )
-
-
-def slots_to_warm(before: Observation | None, now: Observation, slots: set[int]) -> set[int]:
-    """The slots that lost (or never had) their primed prefix between two polls."""
-    if not now.ready:
-        return set()
-    if before is None or not before.ready or now.process != before.process:
-        return set(slots)  # first sight, back up, or restarted between two polls
-    return {
-        slot
-        for slot in slots
-        if now.tasks.get(slot) != before.tasks.get(slot)
-        and now.sent.get(slot) == before.sent.get(slot)
-        and slot not in before.busy | now.busy
-    }
+_FIRST_RETRY_S: Final = 15.0  # about one poll
+_LAST_RETRY_S: Final = 600.0
 
 
 class ServerWatcher:
@@ -92,10 +54,12 @@ class ServerWatcher:
         self._agents, self._scheduler = agents, scheduler
         self._chat, self.primer, self._repairs = chat, primer, repairs
         self._slots = {slot for agent in agents.values() for slot in agent.slots}
-        self._seen: Observation | None = None
+        self._last_ready: Observation | None = None
         self._pending: set[int] = set()
-        self._retry: set[int] = set()  # slots whose warm-up failed: tried again after each poll
-        self._restarted = False
+        self._restore = False  # the next warm-up loads the slots saved before a restart
+        self._retry_at: dict[int, float] = {}  # slot -> when to try a failed warm-up again
+        self._retry_after: dict[int, float] = {}  # slot -> the wait before that retry
+        self._probe_failed_for: tuple[object, ...] | None = None
         self._task: asyncio.Task[None] | None = None
         self._failures: dict[str, str] = {}  # agent id -> kind of the last warm failure logged
 
@@ -108,12 +72,14 @@ class ServerWatcher:
     @callback
     def _on_poll(self) -> None:
         now = observe(self._llm.data, self._llm.reachable, self._scheduler, self._slots)
-        before, self._seen = self._seen, now
-        if before is not None and before.ready and now.ready and now.process != before.process:
-            self._restarted = True
-        if before is not None and not before.ready and now.ready:
-            self._restarted = True
-        slots = slots_to_warm(before, now, self._slots) | (self._retry if now.ready else set())
+        if not now.ready:
+            return
+        if is_new_process(self._last_ready, now):
+            self._restore = True
+            self._retry_at.clear()
+            self._retry_after.clear()
+        slots = slots_to_warm(self._last_ready, now, self._slots) | self._due_retries()
+        self._last_ready = now
         if not slots:
             return
         self._pending |= slots
@@ -122,45 +88,63 @@ class ServerWatcher:
                 self._hass, self._run(), "voice_stack warm slots"
             )
 
+    def _due_retries(self) -> set[int]:
+        moment = time.monotonic()
+        return {slot for slot, at in self._retry_at.items() if at <= moment}
+
     async def _run(self) -> None:
         while self._pending and (props := self._props()) is not None:
             slots, self._pending = self._pending, set()
-            restarted, self._restarted = self._restarted, False
-            await self._check_unified_kv(props)
+            restore, self._restore = self._restore, False
+            slots |= await self._check_unified_kv(props)
             for agent in self._agents.values():
                 for slot in agent.slots:
                     if slot in slots:
-                        if await self._warm(agent, slot, restore=restarted):
-                            self._retry.discard(slot)
-                        else:
-                            self._retry.add(slot)
+                        self._after_warm(slot, await self._warm(agent, slot, restore=restore))
+
+    def _after_warm(self, slot: int, ok: bool) -> None:
+        """Forget a slot's backoff, or double it (one poll at first, ten minutes at most)."""
+        if ok:
+            self._retry_at.pop(slot, None)
+            self._retry_after.pop(slot, None)
+            return
+        wait = min(2 * self._retry_after.get(slot, _FIRST_RETRY_S / 2), _LAST_RETRY_S)
+        self._retry_after[slot] = wait
+        self._retry_at[slot] = time.monotonic() + wait
 
     def _props(self) -> ServerProps | None:
         data = self._llm.data
         return data.props if self._llm.reachable and data and not data.loading else None
 
-    async def _check_unified_kv(self, props: ServerProps) -> None:
+    async def _check_unified_kv(self, props: ServerProps) -> set[int]:
+        """Report the verdict for this server setup; the agent slots a new probe disturbed."""
         known, verdict = known_verdict(self._hass, self._llm.base_url, props)
-        if not known:
-            verdict = await self._probe(props)
-            if verdict is not None:
+        disturbed: set[int] = set()
+        setup = (props.fingerprint, props.process)
+        if not known and self._probe_failed_for != setup:
+            verdict, disturbed = await self._probe(props)
+            if verdict is None:
+                self._probe_failed_for = setup  # not again for this process
+            else:
                 remember_verdict(self._hass, self._llm.base_url, props, verdict)
         self._repairs.unified_kv(verdict)
+        return disturbed & self._slots
 
-    async def _probe(self, props: ServerProps) -> bool | None:
+    async def _probe(self, props: ServerProps) -> tuple[bool | None, set[int]]:
         """A's slot is the lowest agent slot; B's another agent slot, else the next slot."""
         total = props.total_slots or 0
-        ours = sorted(s % total for s in self._slots) if total else []
+        ours = sorted(s for s in self._slots if s < total)
         if total < 2 or not ours:
-            return None
+            return None, set()
         slot = ours[0]
         other = next((s for s in ours if s != slot), (slot + 1) % total)
-        async with self._scheduler.lease((slot,)), self._scheduler.lease((other,)):
-            return await probe_unified_kv(self._chat, slot, other)
+        lease = self._scheduler.lease
+        async with lease((slot,), background=True), lease((other,), background=True):
+            return await probe_unified_kv(self._chat, slot, other), {slot, other}
 
     async def _warm(self, agent: Agent, slot: int, *, restore: bool) -> bool:
         """Prime one slot; False when it failed (the reason is logged once)."""
-        async with self._scheduler.lease((slot,)):
+        async with self._scheduler.lease((slot,), background=True):
             try:
                 if restore:
                     await self.primer.restore(agent, slot)
@@ -187,7 +171,7 @@ class ServerWatcher:
     def _log_failure(self, agent: Agent, slot: int, err: LlamaError) -> None:
         if self._is_news(agent, type(err).__name__):
             LOGGER.warning(
-                "Could not warm slot %s for %s (will retry when the server changes): %s",
+                "Could not warm slot %s for %s (will retry, less often each time): %s",
                 slot,
                 agent.title,
                 err,

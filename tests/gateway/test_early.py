@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import cast
 
 import pytest
 from wyoming.asr import Transcribe
@@ -13,9 +15,10 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 
 from voice_stack_dev.fake_speech import FakeSpeech
 from voice_stack_dev.procs import Service
-from voice_stack_gateway.early import PauseDetector, Signal
+from voice_stack_gateway.early import EarlyTranscription, PauseDetector, Signal
 from voice_stack_gateway.gateway import Gateway
-from voice_stack_gateway.metrics import Kind
+from voice_stack_gateway.metrics import Kind, Metrics
+from voice_stack_gateway.transcription import Transcription
 from voice_stack_gateway.vad import FRAME_BYTES
 
 from .conftest import Client, Clients, GatewayFactory, first_error, silence, speech_pcm, wait_for
@@ -73,6 +76,44 @@ def test_frames_are_counted_across_chunks_and_at_the_end() -> None:
     assert not after_cut(d)
     d.flush()  # ...is judged at the end
     assert after_cut(d)
+
+
+class Requests:
+    """Stands in for the backend requests: counts them and whether each was cancelled."""
+
+    def __init__(self) -> None:
+        self.started: list[Request] = []
+
+    def start(self) -> Request:
+        request = Request()
+        self.started.append(request)
+        return request
+
+
+class Request:
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    async def close(self) -> None:
+        self.cancelled = True
+
+
+async def test_speech_after_the_last_allowed_cut_is_never_lost() -> None:
+    """The last early request allowed, then a little speech (too short to count as resumed),
+    then a pause: that request misses the speech, so it must not answer."""
+    requests = Requests()
+    start = cast(Callable[[], Transcription], requests.start)  # only cancel/close are used
+    early = EarlyTranscription(Metrics("http://a/v1", "http://b/v1"), start, 300, 1)
+    early._detector = PauseDetector(300, Scripted())
+    early.feed(LOUD * 20 + QUIET * 15)  # speech, then a pause: the one allowed cut
+    assert len(requests.started) == 1
+    early.feed(LOUD * 3 + QUIET * 15)  # 60 ms of speech (not "resumed"), then a pause
+    assert early.at_stop() is None, "the early transcript would miss the 60 ms of speech"
+    assert requests.started[0].cancelled
+    await early.close()
 
 
 # --- behind the gateway ------------------------------------------------------------------------

@@ -45,7 +45,7 @@ async def test_jobs_run_one_at_a_time_and_report_failures(caplog: pytest.LogCapt
     async def writing() -> None:
         await sink.send(b"")
 
-    jobs.run(Kind.TTS, first())
+    await jobs.run(Kind.TTS, first())
     assert jobs.busy
     waiter = asyncio.create_task(jobs.wait())
     await asyncio.sleep(0)
@@ -54,10 +54,32 @@ async def test_jobs_run_one_at_a_time_and_report_failures(caplog: pytest.LogCapt
     await waiter
     assert order == ["first"]
     for coro in (failing(), broken(), writing()):
-        jobs.run(Kind.STT, coro)
+        await jobs.run(Kind.STT, coro)
         await jobs.wait()
     assert sink.errors == [("backend-error", Kind.STT), ("internal-error", Kind.STT)]
     assert "Unexpected failure in stt" in caplog.text
-    jobs.run(Kind.STT, asyncio.sleep(3600))
+    await jobs.run(Kind.STT, asyncio.sleep(3600))
     await jobs.cancel()
     assert not jobs.busy
+
+
+async def test_a_job_starts_only_after_the_one_before() -> None:
+    """A second request while the first is answered waits: nothing is orphaned or interleaved."""
+    jobs = Jobs(Recorder())
+    release = asyncio.Event()
+    order: list[str] = []
+
+    async def job(name: str, gate: asyncio.Event | None = None) -> None:
+        order.append(f"{name} start")
+        if gate is not None:
+            await gate.wait()
+        order.append(f"{name} end")
+
+    await jobs.run(Kind.TTS, job("tts", release))
+    second = asyncio.create_task(jobs.run(Kind.STT, job("stt")))
+    await asyncio.sleep(0)
+    assert not second.done()
+    release.set()
+    await second
+    await jobs.wait()
+    assert order == ["tts start", "tts end", "stt start", "stt end"]

@@ -172,8 +172,10 @@ class FakeLlama(FakeServer):
         self.metrics = metrics_text()
         self.overrides: dict[str, tuple[int, str]] = {}  # path -> (status, raw body)
         self.delays: dict[str, float] = {}  # path -> seconds before answering
+        self.chat_posts = 0  # chat requests received, answered or overridden
         self.proxy_status: dict[str, Any] | None = None  # act as the auth proxy when set
-        self.key = FAKE_KEY  # what a request other than /health and /proxy/status must carry
+        # what a request other than /health and /proxy/status must carry (None: anything)
+        self.key: str | None = FAKE_KEY
 
     def routes(self, app: web.Application) -> None:
         """llama-server's endpoints (and the proxy's status when acting as one)."""
@@ -214,13 +216,16 @@ class FakeLlama(FakeServer):
 
     @web.middleware
     async def _override(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path == "/v1/chat/completions":
+            self.chat_posts += 1
         if (delay := self.delays.get(request.path)) is not None:
             await asyncio.sleep(delay)
         if (found := self.overrides.get(request.path)) is not None:
             code, text = found
             return web.Response(status=code, text=text, content_type="application/json")
         guarded = request.path not in ("/health", "/proxy/status")
-        if guarded and request.headers.get("Authorization") != f"Bearer {self.key}":
+        wrong = request.headers.get("Authorization") != f"Bearer {self.key}"
+        if guarded and self.key is not None and wrong:
             return web.json_response(
                 {"error": {"code": 401, "message": "Invalid API Key"}}, status=401
             )

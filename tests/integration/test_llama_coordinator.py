@@ -11,7 +11,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import DOMAIN
 from tests.integration.fakes import FakeLlama, metrics_text
-from tests.integration.helpers import poll
+from tests.integration.helpers import poll, setup_entry
 
 
 async def test_figures_of_a_poll(
@@ -108,3 +108,19 @@ async def test_malformed_replies(
     fake.overrides["/props"] = (200, "[]")
     await poll(hass, init_integration)
     assert llm.last_exception.translation_key == "props_malformed"  # type: ignore[union-attr]
+
+
+async def test_credentials_in_the_url_never_reach_the_log(
+    hass: HomeAssistant, fake: FakeLlama, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An entry whose URL carries user:pass@ (basic auth): an outage is logged without them."""
+    fake.key = None
+    url = fake.url.replace("http://", "http://admin:S3cret-pass@")
+    entry = MockConfigEntry(domain=DOMAIN, minor_version=2, data={"url": url, "api_key": ""})
+    entry.add_to_hass(hass)
+    await setup_entry(hass, entry)
+    await fake.stop()
+    await poll(hass, entry)
+    assert "Error fetching voice_stack llm_server data" in caplog.text
+    assert "S3cret-pass" not in caplog.text
+    assert "admin" not in caplog.text

@@ -1,11 +1,14 @@
 """The slot warm-up, driven by what the llama-server coordinator observes: at setup, after a
-restart (within one poll), after an outage, and when another client ran a task on our slot."""
+restart (within one poll), when another client ran a task on our slot; not after an outage of
+the same process; failed warm-ups retried less and less often; user requests first."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from freezegun.api import FrozenDateTimeFactory
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import intent
@@ -15,9 +18,11 @@ from custom_components.voice_stack.const import (
     CONF_MODEL,
     CONF_PROMPT,
     CONF_REASONING,
+    CONF_TIMEOUT,
     REASONING_DISABLED,
 )
-from custom_components.voice_stack.watcher import Observation, slots_to_warm
+from custom_components.voice_stack.observation import Observation, is_new_process, slots_to_warm
+from custom_components.voice_stack.slots import SlotScheduler
 from tests.integration.conftest import Server
 from tests.integration.fakes import FakeLlama
 from tests.integration.helpers import agent, agent_entity, poll, setup_entry, slot_state
@@ -32,13 +37,16 @@ def _seen(
 
 
 def test_which_slots_need_warming() -> None:
-    """First sight, back up and a new process warm all; a foreign task warms its slot only."""
+    """First sight and a new process warm all; a foreign task warms its slot only; the same
+    process seen again after an outage keeps its cache."""
     slots = {0, 1}
     down = Observation(False, None, {}, {}, frozenset())
     assert slots_to_warm(None, _seen(), slots) == slots
-    assert slots_to_warm(down, _seen(), slots) == slots
     assert slots_to_warm(_seen(), down, slots) == set()
     assert slots_to_warm(_seen("p"), _seen("q"), slots) == slots
+    assert is_new_process(_seen("p"), _seen("q"))
+    assert not is_new_process(_seen("p"), _seen("p"))
+    assert slots_to_warm(_seen("p"), _seen("p"), slots) == set()  # back after an outage
     assert slots_to_warm(_seen(tasks={0: 5, 1: 7}), _seen(tasks={0: 5, 1: 7}), slots) == set()
     foreign = _seen(tasks={0: 5, 1: 9})
     assert slots_to_warm(_seen(tasks={0: 5, 1: 7}), foreign, slots) == {1}
@@ -55,8 +63,8 @@ def agents() -> list[dict[str, Any]]:
 async def test_warm_up_follows_what_the_coordinator_sees(
     hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
 ) -> None:
-    """Setup warms; a steady server is left alone; a new process, an outage and a task that
-    Voice Stack did not send each warm again, at the next poll."""
+    """Setup warms; a steady server is left alone; a new process and a task that Voice Stack
+    did not send each warm again, at the next poll; an outage of the same process does not."""
     entry = init_integration
     probe = [r for r in fake.warm_requests if "unified KV" in r["messages"][0]["content"]]
     assert [r["id_slot"] for r in probe] == [0, 1, 0]  # the agent's slot, the next, again
@@ -78,31 +86,94 @@ async def test_warm_up_follows_what_the_coordinator_sees(
     await poll(hass, entry)
     del fake.overrides["/health"]
     await poll(hass, entry)
-    assert len(fake.warm_requests) == count + 2
-    await poll(hass, entry)  # this poll sees our warm-up's request counted
+    assert len(fake.warm_requests) == count + 1, "the same process kept its cache"
 
     fake.slots[0]["id_task"] = 99  # another client ran a task on the agent's slot
     await poll(hass, entry)
-    assert len(fake.warm_requests) == count + 3
+    assert len(fake.warm_requests) == count + 2
 
 
-async def test_failed_warm_up_is_retried(
+async def test_failed_warm_up_is_retried_less_often(
+    freezer: FrozenDateTimeFactory,
     hass: HomeAssistant,
     fake: FakeLlama,
     mock_config_entry: MockConfigEntry,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """A warm-up the server refuses is retried after every poll, its warning logged once."""
+    """A warm-up the server refuses is tried again after 15 s, then 30 s, ...; its warning is
+    logged once; once it works, nothing more is sent."""
     fake.overrides["/v1/chat/completions"] = (500, '{"error": {"code": 500, "message": "x"}}')
     await setup_entry(hass, mock_config_entry)
+    tried = fake.chat_posts  # the probe (which failed too, and is not repeated) and the warm-up
     await poll(hass, mock_config_entry)
-    assert caplog.text.count("Could not warm slot 0") == 1
+    assert fake.chat_posts == tried, "too early for a retry"
+    for wait, retried in ((16, True), (16, False), (16, True)):
+        freezer.tick(wait)
+        await poll(hass, mock_config_entry)
+        tried += retried
+        assert fake.chat_posts == tried
+    records = caplog.get_records("setup") + caplog.get_records("call")
+    assert sum("Could not warm slot 0" in r.getMessage() for r in records) == 1
     del fake.overrides["/v1/chat/completions"]
+    freezer.tick(61)
     await poll(hass, mock_config_entry)
     assert "Warmed slot 0 for Agent slot 0 again" in caplog.text
-    count = len(fake.warm_requests)
+    settled = fake.chat_posts
+    freezer.tick(700)
     await poll(hass, mock_config_entry)
-    assert len(fake.warm_requests) == count
+    assert fake.chat_posts == settled
+
+
+async def test_a_waiting_user_request_goes_before_a_warm_up(hass: HomeAssistant) -> None:
+    """A warm-up waiting for a slot gives way to a user request waiting for the same slot."""
+    scheduler = SlotScheduler()
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with scheduler.lease((0,)):
+            await release.wait()
+
+    async def take(name: str, background: bool) -> None:
+        async with scheduler.lease((0,), background=background):
+            order.append(name)
+
+    holder = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    warm = asyncio.create_task(take("warm-up", True))
+    await asyncio.sleep(0)
+    user = asyncio.create_task(take("user", False))
+    await asyncio.sleep(0)
+    assert scheduler.wanted(0)
+    release.set()
+    await asyncio.gather(holder, warm, user)
+    assert order == ["user", "warm-up"]
+
+
+async def test_a_busy_pool_times_out_with_a_clear_error(
+    hass: HomeAssistant, mock_config_entry: MockConfigEntry
+) -> None:
+    """Every slot of the agent held longer than its timeout: the user hears a timeout."""
+    sub = next(iter(mock_config_entry.subentries.values()))
+    hass.config_entries.async_update_subentry(
+        mock_config_entry, sub, data={**sub.data, CONF_TIMEOUT: 0.2}
+    )
+    await setup_entry(hass, mock_config_entry)
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with mock_config_entry.runtime_data.scheduler.lease((0,)):
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await asyncio.sleep(0)
+    result = await conversation.async_converse(
+        hass, "hi", None, Context(), agent_id=agent_entity(hass, mock_config_entry)
+    )
+    release.set()
+    await holder
+    assert result.response.response_type is intent.IntentResponseType.ERROR
+    assert "did not answer within 0.2 seconds" in result.response.speech["plain"]["speech"]
 
 
 async def test_bad_template_is_logged_and_the_turn_fails_clearly(

@@ -107,8 +107,10 @@ class EarlyTranscription:
         for signal in self._detector.feed(pcm16k):
             if signal is Signal.RESUMED:
                 self._drop("speech resumed")
-            elif self.cuts < self._max:
-                self._drop("a later pause")
+                continue
+            # a later cut means speech came after the current request's cut: it cannot answer
+            self._drop("a later pause")
+            if self.cuts < self._max:
                 self.cuts += 1
                 self.current = self._start()
                 _LOGGER.debug("Early transcription %d of %d started", self.cuts, self._max)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 from urllib.parse import urlparse
 
 from aiohttp import web
@@ -51,6 +52,7 @@ class Gateway:
         self._http: web.AppRunner | None = None
         self._advertiser: Advertiser | None = None
         self.connections: set[Connection] = set()
+        self._serving: set[asyncio.Task[Any]] = set()  # the connections' own tasks
         self.port = 0
         self.http_port = 0
 
@@ -93,12 +95,17 @@ class Gateway:
         started = time.perf_counter()
         conn = Connection(self.ctx, reader, writer)
         self.connections.add(conn)
+        serving = asyncio.current_task()
+        if serving is not None:  # always, inside asyncio.start_server's callback
+            self._serving.add(serving)
         metrics.active_sessions += 1
         try:
             await conn.run()
         finally:
             metrics.active_sessions -= 1
             self.connections.discard(conn)
+            if serving is not None:
+                self._serving.discard(serving)
         _LOGGER.debug("connection closed after %.1f s", time.perf_counter() - started)
 
     async def stop(self) -> None:
@@ -114,6 +121,8 @@ class Gateway:
                 break
             await asyncio.sleep(0.05)
         await asyncio.gather(*(c.shutdown() for c in list(self.connections)))
+        if self._serving:  # each connection cancels its work as it ends: then the backends close
+            await asyncio.wait(set(self._serving), timeout=SHUTDOWN_GRACE)
         await self.catalog.stop()
         if self._http is not None:
             await self._http.cleanup()

@@ -23,7 +23,7 @@ class Kind(StrEnum):
 
     STT = "stt"  # audio-stop to the final transcript
     TTS = "tts"  # synthesize to the first audio
-    TTS_STREAM = "tts_stream"  # synthesize-start to the first audio
+    TTS_STREAM = "tts_stream"  # the first sentence sent to the TTS server to the first audio
     PROGRAM = "select-program"
     PROTOCOL = "protocol"
     CONNECTION = "connection"

@@ -93,7 +93,13 @@ class Jobs:
     def busy(self) -> bool:
         return self._task is not None and not self._task.done()
 
-    def run(self, kind: Kind, coro: Coroutine[Any, Any, None]) -> None:
+    async def run(self, kind: Kind, coro: Coroutine[Any, Any, None]) -> None:
+        """Start `coro` once the job before it is done, so answers keep the requests' order."""
+        try:
+            await self.wait()
+        except BaseException:
+            coro.close()  # never started: no "never awaited" warning
+            raise
         self._coro = coro
         self._task = asyncio.create_task(self._guarded(kind, coro), name=str(kind))
 

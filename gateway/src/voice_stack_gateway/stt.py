@@ -63,7 +63,7 @@ class SttHandler:
         if utterance is None:
             raise GatewayError(BAD_REQUEST, "audio-stop arrived before audio-start")
         self.ctx.metrics.requests[Kind.STT] += 1
-        self.jobs.run(Kind.STT, answer(self.ctx, self.sink, utterance))
+        await self.jobs.run(Kind.STT, answer(self.ctx, self.sink, utterance))
 
     async def close(self) -> None:
         await self._replace(None)
@@ -87,13 +87,22 @@ async def answer(ctx: SessionContext, sink: Sink, utterance: Utterance) -> None:
 
 
 async def _transcription(ctx: SessionContext, utterance: Utterance) -> Transcription:
-    """The early request if it covers the whole audio and succeeds, else the whole audio's."""
+    """The early request if it covers the whole audio and answers, else the whole audio's.
+
+    A streaming model's early deltas are sent on as they arrive (once the first came), so it
+    keeps streaming; a request that fails before its first result falls back to the whole audio.
+    """
     early = utterance.early
     if early is None:
         return utterance.full_request()
     candidate = early.at_stop()
     if candidate is not None:
-        if await candidate.succeeded():
+        try:
+            began = await candidate.started()
+        except BaseException:  # the client left while it was awaited: it must not outlive this
+            candidate.cancel()
+            raise
+        if began:
             ctx.metrics.early[EarlyResult.HIT] += 1
             _LOGGER.debug("STT answered by early transcription %d", early.cuts)
             return candidate

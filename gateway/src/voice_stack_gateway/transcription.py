@@ -41,6 +41,14 @@ class Transcription:
             self.done = True
             self._changed.set()
 
+    async def started(self) -> bool:
+        """Wait for the first result (a streamed delta, or the transcript) or the end; True if
+        the backend began to answer, so its results can be sent on as they come."""
+        while not self.items and not self.done:
+            self._changed.clear()
+            await self._changed.wait()
+        return bool(self.items)
+
     async def succeeded(self) -> bool:
         """Wait for the end (a waiter cancelled cancels the request); True if the backend gave a
         transcript."""

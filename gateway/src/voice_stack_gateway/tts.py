@@ -33,7 +33,7 @@ class TtsHandler:
             raise GatewayError(BAD_REQUEST, "Nothing to synthesize: the text is empty")
         self.ctx.metrics.requests[Kind.TTS] += 1
         voice = self.ctx.catalog.current.voice(request.voice, self.model)
-        self.jobs.run(Kind.TTS, synthesize_plain(self.ctx, self.sink, request.text, voice))
+        await self.jobs.run(Kind.TTS, synthesize_plain(self.ctx, self.sink, request.text, voice))
 
     async def start(self, event: Event) -> None:
         await self.jobs.wait()

@@ -24,6 +24,7 @@ from .errors import (
     BACKEND_ERROR,
     BACKEND_TIMEOUT,
     BACKEND_UNREACHABLE,
+    SHUTTING_DOWN,
     GatewayError,
 )
 from .metrics import BackendState
@@ -58,9 +59,12 @@ class Backend:
         self.timeouts = timeouts
         self.state = state
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        if self._closed:  # the gateway is stopping: no new session to leak
+            raise GatewayError(SHUTTING_DOWN, "The gateway is shutting down; try again")
         if self._session is None or self._session.closed:
             # keep-alive shorter than common servers' 5 s idle close, so a pooled connection
             # is rarely reused just as the server drops it
@@ -71,6 +75,7 @@ class Backend:
         return self._session
 
     async def close(self) -> None:
+        self._closed = True
         if self._session is not None:
             await self._session.close()
 
