@@ -50,6 +50,20 @@ class Server:
         return cls(llama.url, llama.api_key or "")
 
 
+class RealLlama:
+    """Base of a test class whose entry points at a real tiny llama-server, reached directly."""
+
+    ctx_per_slot = 1024
+
+    @pytest.fixture
+    def llama(self, llama_factory: Any) -> LlamaServer:
+        return llama_factory("tiny-text", ctx_per_slot=self.ctx_per_slot)
+
+    @pytest.fixture
+    def server(self, llama: LlamaServer) -> Server:
+        return Server.of(llama)
+
+
 @pytest.fixture(autouse=True)
 def auto_enable_custom_integrations(enable_custom_integrations: None) -> None:
     """Let HA load custom_components/voice_stack."""

@@ -10,7 +10,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack import kv_probe
 from custom_components.voice_stack.chat import ChatClient
-from tests.integration.conftest import Server
+from tests.integration.conftest import RealLlama, Server
 from tests.integration.helpers import agent, issue, issues, poll, setup_entry, slot_state
 from voice_stack_dev.llama import LlamaServer
 
@@ -53,15 +53,7 @@ class TestUnified:
         assert len(probes) == 1
 
 
-class TestSeparate:
-    @pytest.fixture
-    def llama(self, llama_factory: Any) -> LlamaServer:
-        return llama_factory("tiny-text", ctx_per_slot=1024)
-
-    @pytest.fixture
-    def server(self, llama: LlamaServer) -> Server:
-        return Server.of(llama)
-
+class TestSeparate(RealLlama):
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:
         return [agent(0), agent(2)]

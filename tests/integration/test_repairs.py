@@ -32,7 +32,7 @@ from custom_components.voice_stack.repairs import (
     shared_slot_issues,
 )
 from custom_components.voice_stack.service_data import ProxyData, ProxyStatus
-from tests.integration.conftest import Server
+from tests.integration.conftest import RealLlama, Server
 from tests.integration.fakes import FakeLlama, ForwardingProxy
 from tests.integration.helpers import (
     TIME_API_ID,
@@ -172,14 +172,8 @@ class TestToolCalling:
         }
 
 
-class TestSmallContext:
-    @pytest.fixture
-    def llama(self, llama_factory: Any) -> LlamaServer:
-        return llama_factory("tiny-text", ctx_per_slot=256)
-
-    @pytest.fixture
-    def server(self, llama: LlamaServer) -> Server:
-        return Server.of(llama)
+class TestSmallContext(RealLlama):
+    ctx_per_slot = 256
 
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from custom_components.voice_stack.const import (
 )
 from custom_components.voice_stack.observation import Observation, is_new_process, slots_to_warm
 from custom_components.voice_stack.slots import SlotScheduler
-from tests.integration.conftest import Server
+from tests.integration.conftest import RealLlama
 from tests.integration.fakes import FakeLlama
 from tests.integration.helpers import agent, agent_entity, poll, setup_entry, slot_state
 from voice_stack_dev.llama import LlamaServer
@@ -196,16 +196,8 @@ async def test_bad_template_is_logged_and_the_turn_fails_clearly(
     assert result.response.response_type is intent.IntentResponseType.ERROR
 
 
-class TestRealServer:
+class TestRealServer(RealLlama):
     """Against a real llama-server that the test restarts."""
-
-    @pytest.fixture
-    def llama(self, llama_factory: Any) -> LlamaServer:
-        return llama_factory("tiny-text", ctx_per_slot=1024)
-
-    @pytest.fixture
-    def server(self, llama: LlamaServer) -> Server:
-        return Server.of(llama)
 
     @pytest.fixture
     def agents(self) -> list[dict[str, Any]]:
