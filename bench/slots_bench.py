@@ -29,7 +29,6 @@ Variants, side by side in one run:
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import signal
 import statistics
@@ -40,8 +39,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
+from voice_stack_dev.browser_chats import Result, browser_round, stream
 from voice_stack_dev.llama import LlamaServer, start_llama
 from voice_stack_dev.nginx import NginxProxy, start_proxy
 
@@ -138,74 +137,6 @@ def voice_messages(layout: str, now: datetime, question: str) -> list[dict[str, 
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def title_task(client: int, turn: int) -> list[dict[str, str]]:
-    """Open WebUI's background task after each chat turn: a short prompt with a new prefix."""
-    history = " ".join(f"word{client}-{turn}-{n}" for n in range(60))
-    return [
-        {
-            "role": "user",
-            "content": f"Chat {client}.{turn}: {history}\n### Task:\nGenerate a concise, 3-5 "
-            "word title with an emoji summarizing the chat history above.",
-        }
-    ]
-
-
-def browser_messages(client: int, turn: int) -> list[dict[str, str]]:
-    """A browser chat with its own ~1,500-token prompt and a new question each turn."""
-    topic = ["gardening", "cooking", "astronomy"][client]
-    para = (
-        f"Document {client} about {topic}. This paragraph explains {topic} in detail, with "
-        f"examples, history and practical advice number {{n}} for curious readers. "
-    )
-    text = "".join(para.format(n=n) for n in range(54))
-    return [
-        {"role": "system", "content": f"You are a helpful assistant for {topic}.\n{text}"},
-        {"role": "user", "content": f"Question {turn}: summarise point {turn} about {topic}."},
-    ]
-
-
-@dataclass
-class Result:
-    """One streamed request."""
-
-    ttft_ms: float
-    cache_n: int
-    prompt_n: int
-
-    @property
-    def reuse(self) -> float:
-        total = self.cache_n + self.prompt_n
-        return 100.0 * self.cache_n / total if total else 0.0
-
-
-def stream(url: str, headers: dict[str, str], body: dict[str, Any]) -> Result:
-    """POST a streaming chat request; time to the first streamed token; final timings."""
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=600)
-    payload = json.dumps({**body, "stream": True, "max_tokens": 4, "temperature": 0})
-    started = time.monotonic()
-    conn.request(
-        "POST", "/v1/chat/completions", payload, {**headers, "Content-Type": "application/json"}
-    )
-    resp = conn.getresponse()
-    if resp.status != 200:
-        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:200]!r}")
-    ttft: float | None = None
-    timings: dict[str, Any] = {}
-    for raw in resp:
-        line = raw.decode().strip()
-        if not line.startswith("data:") or line == "data: [DONE]":
-            continue
-        event = json.loads(line[5:])
-        for choice in event.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if ttft is None and (delta.get("content") or choice.get("finish_reason")):
-                ttft = (time.monotonic() - started) * 1000
-        timings = event.get("timings") or timings
-    conn.close()
-    return Result(ttft or 0.0, int(timings.get("cache_n", 0)), int(timings.get("prompt_n", 0)))
-
-
 @dataclass
 class Setup:
     """Where each client sends its requests."""
@@ -233,11 +164,7 @@ def run_rounds(
     voice: list[Result] = []
     browser: list[Result] = []
     for n in range(rounds + 1):
-        if browsers:
-            got = []
-            for c in range(3):
-                got.append(stream(url, headers, {"messages": browser_messages(c, n)}))
-                stream(url, headers, {"messages": title_task(c, n)})
+        got = browser_round(url, headers, n) if browsers else []
         clock[0] += timedelta(seconds=37)  # a new conversation a little later
         body: dict[str, Any] = {
             "messages": voice_messages(layout, clock[0], QUESTIONS[n % len(QUESTIONS)])
