@@ -80,7 +80,7 @@ def _ms(start: datetime | None, end: datetime | None) -> float | None:
     return (end - start).total_seconds() * 1000
 
 
-def _first(events: Sequence[PipelineEvent], kind: str) -> PipelineEvent | None:
+def first_event(events: Sequence[PipelineEvent], kind: str) -> PipelineEvent | None:
     return next((e for e in events if e.kind == kind), None)
 
 
@@ -89,15 +89,15 @@ def stage_ms(events: Sequence[PipelineEvent]) -> dict[str, float]:
     out: dict[str, float] = {}
     for stage in STAGES:
         took = _ms(
-            getattr(_first(events, f"{stage}-start"), "at", None),
-            getattr(_first(events, f"{stage}-end"), "at", None),
+            getattr(first_event(events, f"{stage}-start"), "at", None),
+            getattr(first_event(events, f"{stage}-end"), "at", None),
         )
         if took is not None:
             out[stage] = took
     return out
 
 
-def _first_token(events: Sequence[PipelineEvent]) -> datetime | None:
+def first_token_at(events: Sequence[PipelineEvent]) -> datetime | None:
     """The first assistant text the agent streamed; a non-streaming answer (HA's local
     intents, a sentence trigger) counts from intent-end, when its whole text exists."""
     role = None
@@ -108,7 +108,7 @@ def _first_token(events: Sequence[PipelineEvent]) -> datetime | None:
         role = delta.get("role", role)
         if role == "assistant" and delta.get("content"):
             return event.at
-    end = _first(events, "intent-end")
+    end = first_event(events, "intent-end")
     return end.at if end else None
 
 
@@ -117,12 +117,12 @@ def _tts_handoff(events: Sequence[PipelineEvent]) -> tuple[datetime | None, bool
     for event in events:
         if event.kind == "intent-progress" and event.data.get("tts_start_streaming"):
             return event.at, True
-    start = _first(events, "tts-start")
+    start = first_event(events, "tts-start")
     return (start.at if start else None), False
 
 
 def _audio_stop(events: Sequence[PipelineEvent], marks: Marks) -> tuple[datetime | None, str]:
-    vad_end = _first(events, "stt-vad-end")
+    vad_end = first_event(events, "stt-vad-end")
     if vad_end is not None and (marks.audio_end_sent is None or vad_end.at <= marks.audio_end_sent):
         return vad_end.at, "vad"
     return marks.audio_end_sent, "end of audio"
@@ -131,8 +131,8 @@ def _audio_stop(events: Sequence[PipelineEvent], marks: Marks) -> tuple[datetime
 def extract_timings(events: Sequence[PipelineEvent], marks: Marks) -> AssistTimings:
     """The figure and its parts for one run."""
     audio_stop, stopped_by = _audio_stop(events, marks)
-    transcript = getattr(_first(events, "stt-end"), "at", None)
-    first_token = _first_token(events)
+    transcript = getattr(first_event(events, "stt-end"), "at", None)
+    first_token = first_token_at(events)
     handoff, streamed = _tts_handoff(events)
     return AssistTimings(
         to_first_audio_ms=_ms(marks.speech_end, marks.first_audio),

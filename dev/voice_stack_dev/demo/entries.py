@@ -48,7 +48,7 @@ async def ensure_voice_stack(
                 what="Voice Stack reconfigure",
                 done_reasons=("reconfigure_successful",),
             )
-            await _wait_loaded(ha, DOMAIN, entry_id)  # saving reloaded it
+            await wait_loaded(ha, DOMAIN, entry_id)  # saving reloaded it
             state.proxy_url = proxy_url
         else:
             await _reload_if_retrying(ha, DOMAIN, entry)
@@ -59,7 +59,7 @@ async def ensure_voice_stack(
             {"gateway_url": gateway_http_url},
             what="Voice Stack options (gateway URL)",
         )
-        await _wait_loaded(ha, DOMAIN, entry_id)
+        await wait_loaded(ha, DOMAIN, entry_id)
         return entry_id
     result = await run_flow(
         ha,
@@ -69,7 +69,7 @@ async def ensure_voice_stack(
         what="Voice Stack config flow",
     )
     entry_id = result["result"]["entry_id"]
-    await _wait_loaded(ha, DOMAIN, entry_id)
+    await wait_loaded(ha, DOMAIN, entry_id)
     state.proxy_url = proxy_url
     return entry_id
 
@@ -80,10 +80,10 @@ async def _reload_if_retrying(ha: HomeAssistantClient, domain: str, entry: Json)
     if entry["state"] != "loaded":
         # 403: it is being set up right now; waiting is enough.
         await ha.request("POST", f"{ENTRIES}/entry/{entry['entry_id']}/reload", ok=(200, 403))
-    await _wait_loaded(ha, domain, entry["entry_id"])
+    await wait_loaded(ha, domain, entry["entry_id"])
 
 
-async def _wait_loaded(ha: HomeAssistantClient, domain: str, entry_id: str) -> None:
+async def wait_loaded(ha: HomeAssistantClient, domain: str, entry_id: str) -> None:
     deadline = time.monotonic() + 60
     state = "?"
     while time.monotonic() < deadline:
@@ -121,7 +121,7 @@ async def ensure_wyoming(ha: HomeAssistantClient, port: int, state: DemoState) -
         what="Wyoming config flow (gateway)",
     )
     entry_id = result["result"]["entry_id"]
-    await _wait_loaded(ha, "wyoming", entry_id)
+    await wait_loaded(ha, "wyoming", entry_id)
     state.wyoming_port = port
     return entry_id
 
@@ -176,7 +176,7 @@ async def ensure_agent(ha: HomeAssistantClient, entry_id: str, options: Mapping[
             options,
             what="Voice Stack agent (reconfigure)",
         )
-        await _wait_loaded(ha, DOMAIN, entry_id)  # saving reloads the entry
+        await wait_loaded(ha, DOMAIN, entry_id)  # saving reloads the entry
         slots = shown.get("slots") or []
         return Agent(
             agent["entity_id"], agent["config_subentry_id"], int(slots[0]) if slots else None

@@ -84,16 +84,24 @@ async def _language(ha: HomeAssistantClient, kind: str, engine: str) -> str:
 
 
 async def ensure_pipeline(
-    ha: HomeAssistantClient, agent: str, stt: str, tts: str, *, prefer_local: bool
+    ha: HomeAssistantClient,
+    agent: str,
+    stt: str,
+    tts: str,
+    *,
+    prefer_local: bool,
+    name: str = PIPELINE_NAME,
+    preferred: bool = True,
 ) -> str:
     """An Assist pipeline: gateway STT/TTS, our agent, and HA's "prefer handling commands
-    locally" (its own intents answer what they know, the agent the rest); preferred."""
+    locally" (its own intents answer what they know, the agent the rest), made the preferred
+    one. A benchmark adds others (another `name`, agent, STT and TTS; `preferred=False`)."""
     stt_language = await _language(ha, "stt", stt)
     tts_language = await _language(ha, "tts", tts)
     voices = await ha.ws("tts/engine/voices", engine_id=tts, language=tts_language)
     voice_list: list[Json] = voices.get("voices") or []
     fields: dict[str, Any] = {
-        "name": PIPELINE_NAME,
+        "name": name,
         "language": LANGUAGE,
         "conversation_engine": agent,
         "conversation_language": LANGUAGE,
@@ -107,14 +115,15 @@ async def ensure_pipeline(
         "prefer_local_intents": prefer_local,
     }
     listing = await ha.ws("assist_pipeline/pipeline/list")
-    existing = next((p for p in listing["pipelines"] if p["name"] == PIPELINE_NAME), None)
+    existing = next((p for p in listing["pipelines"] if p["name"] == name), None)
     if existing is None:
         created = await ha.ws("assist_pipeline/pipeline/create", **fields)
         pipeline_id: str = created["id"]
     else:
         pipeline_id = existing["id"]
         await ha.ws("assist_pipeline/pipeline/update", pipeline_id=pipeline_id, **fields)
-    await ha.ws("assist_pipeline/pipeline/set_preferred", pipeline_id=pipeline_id)
+    if preferred:
+        await ha.ws("assist_pipeline/pipeline/set_preferred", pipeline_id=pipeline_id)
     return pipeline_id
 
 
