@@ -1,0 +1,217 @@
+"""End of speech to first reply audio: Voice Stack vs the stock pairing, through a real Home
+Assistant 2026.11, side by side in one run on the same servers.
+
+    bench/setup-anchors     # once: wyoming-openai 0.8.0 in .cache/venv/bench-wyoming-openai
+    PYTHONPATH=dev .cache/venv/ha11/bin/python bench/voice_e2e.py [--quick] > result.json
+
+Servers (127.0.0.1 only, all stopped on exit or Ctrl-C): the demo's llama-server (SmolLM2-135M,
+-np 4) behind the auth proxy, the speech server (piper + faster-whisper tiny.en) behind the
+Voice Stack gateway, wyoming-openai 0.8.0 on the same speech server, and a real `hass`.
+Stacks: Voice Stack (our agent on its reserved slot, the gateway) and stock (HA core's
+llama_cpp agent straight on llama-server, wyoming-openai), each in its own Assist pipeline;
+`--stock-via-proxy` gives stock the proxy's general key instead.
+
+Phase 1: each question as a new conversation, then its follow-up in the same conversation, on
+both stacks in turn (who goes first alternates); HA's TTS cache is emptied before every
+request (it would answer a reply spoken before); before every request three browser-like
+clients chat through the proxy with the general key (off the reserved slots). Every request is
+streamed in real time (20 ms chunks, 0.7 s of silence after the speech). Then the floor of
+every request, straight against the idle servers. Phase 2: two satellites speaking at once,
+on Voice Stack with one slot, then with a two-slot pool (the proxy reserving 0,1), and stock.
+Progress goes to stderr; one JSON document to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.preflight import check_environment
+from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.e2e.phases import (
+    BROWSER_PARAGRAPHS,
+    BROWSER_TITLE_WORDS,
+    Bench,
+    floors,
+    log,
+    phase_one,
+    phase_two,
+    utterances,
+)
+from voice_stack_dev.e2e.probes import LlamaProbe, early_counts
+from voice_stack_dev.e2e.servers import Servers
+from voice_stack_dev.e2e.stacks import PLAN, STOCK_OPTIONS, set_up
+from voice_stack_dev.e2e.summary import Sample, single_requests
+from voice_stack_dev.e2e.turns import Turn, measure_turn
+from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
+
+QUESTIONS = (
+    ("What is the capital of France?", "And what is the capital of Germany?"),
+    ("How many legs does a spider have?", "And how many legs does an ant have?"),
+    ("Who wrote Romeo and Juliet?", "And who wrote Hamlet?"),
+    ("What is the largest planet in the solar system?", "And what is the smallest planet?"),
+    ("What color is the sky on a clear day?", "And what color is grass?"),
+    ("How many days are there in a week?", "And how many months are there in a year?"),
+    ("What is the boiling point of water?", "And what is its freezing point?"),
+    ("Who painted the Mona Lisa?", "And who painted the Starry Night?"),
+    ("What is the tallest mountain in the world?", "And what is the longest river?"),
+    ("How many continents are there?", "And how many oceans are there?"),
+    ("What language is spoken in Brazil?", "And what language is spoken in Mexico?"),
+    ("What is the chemical symbol for gold?", "And what is the symbol for silver?"),
+)
+WARM_UP = "What is the capital of Portugal?"
+# Two satellites at once: requests whose replies run to the length limit, so that the first
+# reply is still streaming when the second transcript arrives (the speech server transcribes
+# one utterance at a time).
+PAIRS = (
+    ("Tell me a short story about a dragon.", "Tell me a short story about a robot."),
+    ("Tell me about the history of Rome.", "Tell me about the history of Egypt."),
+)
+
+
+def setup_facts(servers: Servers, args: argparse.Namespace) -> dict[str, Any]:
+    """How each stack was configured, and how much was measured."""
+    stock_url = (
+        "the auth proxy, general key"
+        if args.stock_via_proxy
+        else "llama-server itself, its --api-key"
+    )
+    return {
+        "servers": "llama-server b11669 (SmolLM2-135M-Instruct Q4_1, -np 4, -t 1, 4096 per slot);"
+        " auth proxy (nginx + njs, compose template); speech server (piper joe, faster-whisper "
+        "tiny.en int8, 2 threads); Home Assistant 2026.11.0 (hass); all on 127.0.0.1",
+        "voice_stack": "voice_stack agent through the auth proxy with the agent key, slot 0 "
+        "reserved (phase 2: pool 0,1, reserved 0,1); voice-stack-gateway (early transcription "
+        f"on, 300 ms pause) for STT and TTS; options {PLAN.agent_options()}",
+        "stock": f"HA core llama_cpp: base URL http://127.0.0.1:PORT/v1 ({stock_url}), the model"
+        " it lists, HA's default prompt, streaming as its flow detected; reconfigured "
+        f"{STOCK_OPTIONS}; HA wyoming integration on wyoming-openai 0.8.0 (STT tiny.en, TTS "
+        "piper-joe streamed) on the same speech server",
+        "pipelines": "one per stack: language en, prefer_local_intents off, no wake word",
+        "audio": "piper speech, trimmed; 0.3 s silence before, 0.7 s after; 20 ms chunks in real "
+        "time; reply audio read from the TTS URL as it streams; HA's TTS cache emptied before "
+        "every request",
+        "browsers": "3 clients through the proxy (general key) before every request: a chat "
+        f"({BROWSER_PARAGRAPHS}-paragraph document, a new question) and its title request "
+        f"({BROWSER_TITLE_WORDS} words)",
+        "rounds": args.rounds,
+        "questions": args.questions,
+        "pairs": args.pairs,
+        "cpus": os.cpu_count(),
+        "logs": str(servers.logs),
+    }
+
+
+async def measure_all(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
+    check_environment()
+    if importlib.util.find_spec("homeassistant.components.llama_cpp") is None:
+        raise DemoError("Home Assistant environment", "no llama_cpp integration (HA 2026.11)")
+    load_start = os.getloadavg()
+    log(f"starting the servers (logs in {servers.logs})")
+    await servers.start()
+    async with HomeAssistantClient(servers.url(Role.HASS)) as ha:
+        log("setting up Home Assistant: onboarding, both stacks' entries and pipelines")
+        stacks = await set_up(ha, servers, stock_via_proxy=args.stock_via_proxy)
+        probe = LlamaProbe(servers.url(Role.LLAMA), servers.state.llama_key)
+        bench = Bench(ha, servers, stacks, probe)
+        texts = {WARM_UP, *(t for pair in (*QUESTIONS[: args.questions], *PAIRS) for t in pair)}
+        speech = await utterances(servers, texts)
+        for pipeline in (stacks.voice_stack, stacks.stock):  # warm-up, not measured
+            await measure_turn(ha, probe, pipeline, speech[WARM_UP])
+        early_before = await early_counts(servers.url(Role.GATEWAY))
+        turns = await phase_one(bench, speech, QUESTIONS[: args.questions], args.rounds)
+        early = await early_counts(servers.url(Role.GATEWAY))
+        log("measuring the floor of every request")
+        samples = await floors(bench, turns)
+        two = await phase_two(bench, speech, PAIRS, args.pairs)
+    single = single_requests(samples)
+    return {
+        "setup": setup_facts(servers, args),
+        "single_requests": single,
+        "two_satellites": two,
+        "goals": {**single.pop("goals"), "two_satellites_on_pool": two["goal"]},
+        "gateway_early_transcription": {k: v - early_before.get(k, 0) for k, v in early.items()},
+        "browsers": bench.browser_figures(),
+        "requests": [
+            _request_row(turn, sample) for turn, sample in zip(turns, samples, strict=True)
+        ],
+        "load_average": {"start": load_start, "end": os.getloadavg()},
+    }
+
+
+def _request_row(turn: Turn, sample: Sample) -> dict[str, Any]:
+    return {
+        "stack": turn.stack,
+        "kind": turn.kind,
+        "said": turn.utterance.text,
+        "heard": turn.run.transcript,
+        "reply": turn.run.reply,
+        "slot": turn.slot,
+        "prompt_tokens_processed": turn.prompt_tokens,
+        "parts": sample.parts,
+        "floor": sample.floor,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a minute or two")
+    parser.add_argument("--rounds", type=int, default=1, help="passes over the questions")
+    parser.add_argument(
+        "--questions", type=int, default=len(QUESTIONS), help=f"how many (max {len(QUESTIONS)})"
+    )
+    parser.add_argument("--pairs", type=int, default=3, help="two-satellite pairs per variant")
+    parser.add_argument(
+        "--stock-via-proxy",
+        action="store_true",
+        help="point stock at the auth proxy with the general key instead of llama-server itself",
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.questions, args.pairs = 1, 1, 1
+    args.questions = max(1, min(args.questions, len(QUESTIONS)))
+    return args
+
+
+def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    args = parse_args()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    servers = Servers(Path(tempfile.mkdtemp(prefix="voice-e2e-")))
+    started = time.monotonic()
+    try:
+        report = asyncio.run(measure_all(args, servers))
+    except DemoError as err:
+        print(f"voice_e2e failed: {err.describe()}", file=sys.stderr)
+        return 1
+    except HomeAssistantApiError as err:
+        log_path = servers.stack.log(Role.HASS) if Role.HASS in servers.stack.services else None
+        print(f"voice_e2e failed: Home Assistant: {err} (log: {log_path})", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\nvoice_e2e: stopping...", file=sys.stderr)
+        return 130
+    finally:
+        servers.stop()
+    report["elapsed_s"] = round(time.monotonic() - started, 1)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
