@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from voice_stack_dev.demo.errors import DemoError
@@ -184,18 +183,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
+async def _until_stopped(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
+    """measure_all, cancelled by SIGTERM as asyncio.run cancels it on Ctrl-C: every open
+    request and stream unwinds before the servers are stopped."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await measure_all(args, servers)
 
 
 def main() -> int:
     args = parse_args()
+    # Ctrl-C even when started in the background (where SIGINT arrives ignored).
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _on_sigterm)
     servers = Servers(Path(tempfile.mkdtemp(prefix="voice-e2e-")))
     started = time.monotonic()
     try:
-        report = asyncio.run(measure_all(args, servers))
+        report = asyncio.run(_until_stopped(args, servers))
     except DemoError as err:
         print(f"voice_e2e failed: {err.describe()}", file=sys.stderr)
         return 1
@@ -203,8 +207,8 @@ def main() -> int:
         log_path = servers.stack.log(Role.HASS) if Role.HASS in servers.stack.services else None
         print(f"voice_e2e failed: Home Assistant: {err} (log: {log_path})", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("\nvoice_e2e: stopping...", file=sys.stderr)
+    except KeyboardInterrupt, asyncio.CancelledError:
+        print("\nvoice_e2e: interrupted, stopping the servers", file=sys.stderr)
         return 130
     finally:
         servers.stop()

@@ -113,16 +113,22 @@ async def ensure_wyoming(ha: HomeAssistantClient, port: int, state: DemoState) -
             await _reload_if_retrying(ha, "wyoming", entry)
             return entry_id
         await ha.request("DELETE", f"{ENTRIES}/entry/{entry_id}")
+    entry_id = await add_wyoming(ha, port, "gateway")
+    state.wyoming_port = port
+    return entry_id
+
+
+async def add_wyoming(ha: HomeAssistantClient, port: int, server: str) -> str:
+    """A new wyoming entry for the Wyoming server on 127.0.0.1:`port`, loaded; its id."""
     result = await run_flow(
         ha,
         f"{ENTRIES}/flow",
         {"handler": "wyoming", "show_advanced_options": False},
         {"host": "127.0.0.1", "port": port},
-        what="Wyoming config flow (gateway)",
+        what=f"Wyoming config flow ({server})",
     )
-    entry_id = result["result"]["entry_id"]
+    entry_id: str = result["result"]["entry_id"]
     await wait_loaded(ha, "wyoming", entry_id)
-    state.wyoming_port = port
     return entry_id
 
 

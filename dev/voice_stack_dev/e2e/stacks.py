@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..demo.entries import Agent, ensure_agent, pick, registry, wait_loaded
+from ..demo.entries import Agent, add_wyoming, ensure_agent, pick, registry, wait_loaded
 from ..demo.errors import DemoError
 from ..demo.flows import edit_dialog, run_flow
 from ..demo.onboarding import ENTRIES
@@ -24,7 +24,7 @@ from ..demo.provision import AgentPlan, Setup, ensure_pipeline, provision
 from ..demo.roles import Role
 from ..ha_client import HomeAssistantClient
 from ..paths import MODEL_FILES
-from .servers import Servers
+from .servers import WYOMING_OPENAI, Servers
 
 STOCK_PIPELINE = "Stock llama_cpp + wyoming-openai"
 PLAN = AgentPlan(MODEL_FILES["smollm2"], tool_calling=False, control=False, commands_to_agent=True)
@@ -70,7 +70,7 @@ async def set_up(ha: HomeAssistantClient, servers: Servers, *, stock_via_proxy: 
     else:
         url, key = servers.url(Role.LLAMA), servers.state.llama_key
     agent = await add_llama_cpp(ha, f"{url}/v1", key)
-    stt, tts = await add_wyoming(ha, servers.wyoming_openai_port)
+    stt, tts = await wyoming_openai_entities(ha, servers.wyoming_openai_port)
     stock_id = await ensure_pipeline(
         ha, agent, stt, tts, prefer_local=False, name=STOCK_PIPELINE, preferred=False
     )
@@ -102,17 +102,9 @@ async def add_llama_cpp(ha: HomeAssistantClient, base_url: str, api_key: str) ->
     return entity_id
 
 
-async def add_wyoming(ha: HomeAssistantClient, port: int) -> tuple[str, str]:
+async def wyoming_openai_entities(ha: HomeAssistantClient, port: int) -> tuple[str, str]:
     """HA's wyoming integration on wyoming-openai; its STT and TTS entities."""
-    result = await run_flow(
-        ha,
-        f"{ENTRIES}/flow",
-        {"handler": "wyoming", "show_advanced_options": False},
-        {"host": "127.0.0.1", "port": port},
-        what="Wyoming config flow (wyoming-openai)",
-    )
-    entry_id = result["result"]["entry_id"]
-    await wait_loaded(ha, "wyoming", entry_id)
+    entry_id = await add_wyoming(ha, port, WYOMING_OPENAI)
     entities = await registry(ha)
     stt = pick(entities, "wyoming", "stt", entry_id)["entity_id"]
     tts = pick(entities, "wyoming", "tts", entry_id)["entity_id"]
