@@ -17,6 +17,10 @@ import httpx
 import httpx2
 import openai
 from openai import AsyncStream
+
+# The SDK imports its chat resources on first use, which would be the first request, inside the
+# event loop (HA reports a blocking import); importing them here does it in HA's import executor.
+from openai.resources.chat import AsyncChat
 from openai.types.chat import ChatCompletionChunk
 
 from .const import CONNECT_TIMEOUT
@@ -50,7 +54,7 @@ class ChatClient:
 
     def __init__(self, client: openai.AsyncOpenAI) -> None:
         """Use the given client (its base URL ends in /v1)."""
-        self._client = client.with_options(max_retries=0)
+        self._chat: AsyncChat = client.with_options(max_retries=0).chat
 
     def _arguments(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         args = {k: v for k, v in request.items() if k in _SDK_FIELDS}
@@ -63,7 +67,7 @@ class ChatClient:
         """A whole reply as a dict (choices, usage and llama.cpp's timings)."""
         with _mapped_errors():
             async with asyncio.timeout(timeout_s):
-                reply = await self._client.chat.completions.create(
+                reply = await self._chat.completions.create(
                     **self._arguments(request, timeout_s), stream=False
                 )
         dumped: dict[str, Any] = reply.model_dump()
@@ -80,9 +84,7 @@ class ChatClient:
         deadline = asyncio.get_running_loop().time() + timeout_s
         with _mapped_errors():
             async with asyncio.timeout_at(deadline):
-                chunks: AsyncStream[
-                    ChatCompletionChunk
-                ] = await self._client.chat.completions.create(
+                chunks: AsyncStream[ChatCompletionChunk] = await self._chat.completions.create(
                     **self._arguments(request, timeout_s),
                     stream=True,
                     stream_options={"include_usage": True},

@@ -124,6 +124,16 @@ def test_speed_and_health_sensors_have_values(first_run: dict[str, Any]) -> None
     assert all(s["health"] == "ok" for s in first_run["services"])
 
 
+def test_home_assistant_reports_nothing_about_our_integration(
+    first_run: dict[str, Any], demo_dirs: tuple[Path, Path]
+) -> None:
+    """HA names a custom integration that blocks its event loop or uses an API wrongly."""
+    log = (demo_dirs[0] / "logs" / "home-assistant.log").read_text()
+    assert "Voice Stack" in log or "voice_stack" in log  # the log is the demo's HA's
+    reported = [line for line in log.splitlines() if "custom integration 'voice_stack'" in line]
+    assert reported == []
+
+
 def test_second_run_reuses_what_is_provisioned(
     first_run: dict[str, Any], demo_dirs: tuple[Path, Path]
 ) -> None:
