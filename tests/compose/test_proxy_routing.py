@@ -104,6 +104,32 @@ def test_same_conversation_same_slot(llm_proxy: NginxProxy, llama_text: LlamaSer
         assert slot_of(llm_proxy, llama_text, CHAT, follow_up, general(llm_proxy)) == slot, topic
 
 
+def test_a_clock_in_the_system_text_does_not_move_a_conversation(
+    llm_proxy: NginxProxy, llama_text: LlamaServer
+) -> None:
+    # Home Assistant's default prompt ends its system text with the time, to the second.
+    def turn(clock: str, turns: int) -> dict[str, Any]:
+        system = f"You are a voice assistant. Current time is {clock}. Today's date is 2026-12-01."
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "what is the capital of France?"},
+        ]
+        for n in range(turns):
+            messages += [
+                {"role": "assistant", "content": f"Paris, part {n}."},
+                {"role": "user", "content": "and then?"},
+            ]
+        return {"messages": messages, "max_tokens": 2}
+
+    clocks = [f"12:{m:02d}:{s:02d}" for m in (4, 17, 39) for s in (1, 28, 55)]
+    used = {
+        slot_of(llm_proxy, llama_text, CHAT, turn(clock, n), general(llm_proxy))
+        for n, clock in enumerate(clocks)
+    }
+    assert len(used) == 1
+    assert 0 not in used
+
+
 def test_content_parts_conversation_keeps_its_slot(
     llm_proxy: NginxProxy, llama_text: LlamaServer
 ) -> None:

@@ -75,14 +75,22 @@ function text(value, limit) {
     return s.length > limit ? s.substring(0, limit) : s;
 }
 
-// Leading system messages and the first other turn of a message list.
+// System texts often carry a clock (Home Assistant's default prompt: "Current time is 12:45:03.
+// Today's date is 2026-12-01."), which changes between the turns of one conversation; numbers do
+// not tell conversations apart, so they are left out of the key.
+function withoutDigits(s) {
+    return s.replace(/[0-9]+/g, '#');
+}
+
+// Leading system messages (their numbers left out) and the first other turn of a message list.
 function conversationStart(head, messages) {
     var parts = [head];
     for (var i = 0; i < messages.length; i++) {
         var message = messages[i];
         var system = isSystem(message);
         var content = message !== null && typeof message === 'object' ? message.content : message;
-        parts.push(text(content, system ? SYSTEM_CHARS : FIRST_TURN_CHARS));
+        var part = text(content, system ? SYSTEM_CHARS : FIRST_TURN_CHARS);
+        parts.push(system ? withoutDigits(part) : part);
         if (!system) {
             break;
         }
@@ -91,13 +99,13 @@ function conversationStart(head, messages) {
 }
 
 // The part of a request that stays the same for a whole conversation: the start of its system
-// text and of its first turn for chat and responses; the start of the prompt for completions.
+// text (without numbers) and of its first turn for chat and responses; the start of the prompt for completions.
 function stablePrefix(req) {
     if (Array.isArray(req.messages)) {
         return conversationStart('', req.messages);
     }
     if (req.input !== undefined) {  // /v1/responses
-        var head = text(req.instructions, SYSTEM_CHARS);
+        var head = withoutDigits(text(req.instructions, SYSTEM_CHARS));
         if (Array.isArray(req.input)) {
             return conversationStart(head, req.input);
         }
