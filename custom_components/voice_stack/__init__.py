@@ -138,9 +138,10 @@ async def async_remove_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) 
 
 
 async def async_migrate_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
-    """1.1 -> 1.2: an agent's one `slot` number becomes its pool `slots`."""
-    if entry.version > 1:
-        return False  # written by a newer version of Voice Stack
+    """1.1 -> 1.2: an agent's one `slot` number becomes its pool `slots`.
+
+    HA itself refuses an entry of a higher major version; a higher minor one is compatible.
+    """
     if entry.minor_version < 2:
         for subentry in entry.subentries.values():
             if CONF_SLOT in subentry.data and CONF_SLOTS not in subentry.data:

@@ -76,6 +76,21 @@ async def test_a_newer_entry_is_not_downgraded(hass: HomeAssistant, fake: FakeLl
     assert entry.state is ConfigEntryState.MIGRATION_ERROR
 
 
+async def test_a_newer_minor_version_loads_unchanged(hass: HomeAssistant, fake: FakeLlama) -> None:
+    """1.3 would be written by a newer Voice Stack that stayed compatible: nothing to migrate."""
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        minor_version=3,
+        data={"url": fake.url, "api_key": fake.key},
+        subentries_data=[agent(1)],
+    )
+    entry.add_to_hass(hass)
+    await setup_entry(hass, entry)
+    assert entry.state is ConfigEntryState.LOADED
+    assert entry.minor_version == 3
+    assert [s.data[CONF_SLOTS] for s in entry.subentries.values()] == [[1]]
+
+
 async def test_removing_the_entry_removes_its_issues(hass: HomeAssistant, fake: FakeLlama) -> None:
     entry = MockConfigEntry(
         domain=DOMAIN,

@@ -126,6 +126,7 @@ def test_parse_props() -> None:
     )
     assert props.tool_calling is None  # this build does not say
     assert parse_props({}).model is None
+    assert parse_props({"model_alias": "local"}).model_file == "local"  # no path to name it by
     aliased = parse_props(
         {
             "model_alias": "local",

@@ -11,7 +11,7 @@ from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.voice_stack.slots import SlotScheduler
+from custom_components.voice_stack.slots import _MAX_CONVERSATIONS, SlotScheduler
 from tests.integration.conftest import Server
 from tests.integration.helpers import agent, agent_entity, slot_state
 from voice_stack_dev.llama import LlamaServer
@@ -56,6 +56,20 @@ async def test_busy_pool_waits_for_its_own_slot() -> None:
     release.set()
     await asyncio.gather(*holders, other, waiting)
     assert got[3] in (0, 1)
+
+
+async def test_only_the_latest_conversations_are_remembered() -> None:
+    """The conversation -> slot memory is bounded: the oldest conversation is forgotten."""
+    scheduler = SlotScheduler()
+    async with scheduler.lease((0, 1), "oldest"):
+        pass
+    async with scheduler.lease((0, 1)) as held, scheduler.lease((0, 1), "oldest") as again:
+        assert (held, again) == (0, 1)  # "oldest" now remembers slot 1
+    for n in range(_MAX_CONVERSATIONS):
+        async with scheduler.lease((0, 1), f"later {n}"):
+            pass
+    async with scheduler.lease((0, 1), "oldest") as forgotten:
+        assert forgotten == 0  # the lowest idle slot, not its old slot 1
 
 
 async def test_an_empty_pool_is_refused() -> None:

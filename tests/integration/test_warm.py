@@ -13,6 +13,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 from custom_components.voice_stack.const import CONF_SAVE_SLOT
 from custom_components.voice_stack.warm import slot_file
 from tests.integration.conftest import Server
+from tests.integration.fakes import FAKE_KEY, FakeLlama
 from tests.integration.helpers import agent, agent_entity, poll, slot_state
 from voice_stack_dev.llama import LlamaServer
 
@@ -77,3 +78,17 @@ class TestWithoutSavePath:
         """Without --slot-save-path the option is dropped after one 501; the slot is primed."""
         assert init_integration.runtime_data.watcher.primer.save_supported is False
         assert (await hass.async_add_executor_job(slot_state, llama_text, 1))["n_prompt_tokens"] > 0
+
+
+class TestSlotFilesUnreachable:
+    @pytest.fixture
+    def server(self, fake: FakeLlama) -> Server:
+        fake.overrides["/slots/1"] = (503, "{}")  # the proxy: llama-server cannot be reached
+        return Server(fake.url, FAKE_KEY)
+
+    async def test_priming_goes_on_and_saving_is_tried_again(
+        self, init_integration: MockConfigEntry, fake: FakeLlama
+    ) -> None:
+        """A failed restore or save is not a verdict on the server: the next warm-up retries."""
+        assert fake.warm_requests[-1]["id_slot"] == 1  # primed after the failed restore
+        assert init_integration.runtime_data.watcher.primer.save_supported is None
