@@ -25,14 +25,11 @@ from syrupy.assertion import SnapshotAssertion
 # Import the integration before the hass fixture so phcc resolves custom_components.
 from custom_components import voice_stack
 from custom_components.voice_stack.const import (
-    CONF_API_KEY,
     CONF_GATEWAY_URL,
-    CONF_URL,
     DEFAULT_CONVERSATION_NAME,
-    DOMAIN,
 )
 from tests.integration.fakes import FAKE_KEY, FakeGateway, FakeLlama
-from tests.integration.helpers import agent, setup_entry
+from tests.integration.helpers import agent, setup_entry, stack_entry
 from tests.integration.live_stack import LiveStack, run_live_stack
 from voice_stack_dev.llama import LlamaServer
 
@@ -156,19 +153,16 @@ def mock_config_entry(
     """The entry, as the config flow creates it, added to HA (not set up)."""
     for index, subentry in enumerate(agents):
         subentry.setdefault("subentry_id", f"agent{index}")
-    entry = MockConfigEntry(
-        domain=DOMAIN,
+    return stack_entry(
+        hass,
+        server.url,
+        server.key,
+        *agents,
         entry_id="voicestacktestentry",
         title="fake-model on 127.0.0.1",
         unique_id=server.url,
-        version=1,
-        minor_version=2,
-        data={CONF_URL: server.url, CONF_API_KEY: server.key},
         options={CONF_GATEWAY_URL: gateway_url} if gateway_url else {},
-        subentries_data=agents,
     )
-    entry.add_to_hass(hass)
-    return entry
 
 
 @pytest.fixture

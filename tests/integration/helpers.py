@@ -15,10 +15,14 @@ from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import issue_registry as ir
 from homeassistant.helpers import llm
 from homeassistant.setup import async_setup_component
+from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.agent_flow import default_agent_data
+from custom_components.voice_stack.config_flow import VoiceStackConfigFlow
 from custom_components.voice_stack.const import (
+    CONF_API_KEY,
     CONF_LLM_HASS_API,
+    CONF_URL,
     DOMAIN,
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
@@ -143,6 +147,22 @@ def server_get(server: LlamaServer, path: str) -> Any:
 def slot_state(server: LlamaServer, slot: int) -> dict[str, Any]:
     """One entry of /slots (run it in the executor)."""
     return dict(next(s for s in server_get(server, "/slots") if s["id"] == slot))
+
+
+def stack_entry(
+    hass: HomeAssistant, url: str, key: str, *subentries: dict[str, Any], **fields: Any
+) -> MockConfigEntry:
+    """An entry for the server at url, at the flow's current version unless fields say otherwise,
+    added to HA (not set up)."""
+    fields.setdefault("minor_version", VoiceStackConfigFlow.MINOR_VERSION)
+    entry = MockConfigEntry(
+        domain=DOMAIN,
+        data={CONF_URL: url, CONF_API_KEY: key},
+        subentries_data=list(subentries),
+        **fields,
+    )
+    entry.add_to_hass(hass)
+    return entry
 
 
 async def setup_entry(hass: HomeAssistant, entry: ConfigEntry) -> None:

@@ -11,9 +11,8 @@ from homeassistant.core import HomeAssistant
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 from syrupy.assertion import SnapshotAssertion
 
-from custom_components.voice_stack.const import DOMAIN
 from tests.integration.fakes import FakeGateway, FakeLlama
-from tests.integration.helpers import entities_snapshot, poll, setup_entry
+from tests.integration.helpers import entities_snapshot, poll, setup_entry, stack_entry
 from tests.integration.live_stack import LiveStack, wait_gateway
 
 LLM = "binary_sensor.voice_stack_llm_server_connectivity"
@@ -69,13 +68,12 @@ async def test_health_flips_when_services_stop_and_recover(
 ) -> None:
     """Stop each service of the real stack: its entity flips, dependants go unavailable, one log
     line each way; every service is running again at the end."""
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        minor_version=2,
-        data={"url": live_stack.proxy.url, "api_key": live_stack.agent_key},
+    entry = stack_entry(
+        hass,
+        live_stack.proxy.url,
+        live_stack.agent_key,
         options={"gateway_url": live_stack.gateway.url},
     )
-    entry.add_to_hass(hass)
     await setup_entry(hass, entry)
     caplog.set_level(logging.INFO)
     for entity_id in (LLM, PROXY, GATEWAY, ASR, TTS):

@@ -21,7 +21,7 @@ from custom_components.voice_stack.const import (
     SUBENTRY_CONVERSATION,
 )
 from tests.integration.fakes import FAKE_KEY, FakeLlama
-from tests.integration.helpers import agent
+from tests.integration.helpers import agent, stack_entry
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.procs import free_port
 
@@ -108,13 +108,12 @@ async def test_not_llama_props(hass: HomeAssistant, fake: FakeLlama) -> None:
     assert result["errors"] == {"base": "cannot_connect"}
 
 
-def _entry(url: str, key: str | None, subs: list[dict[str, Any]] | None = None) -> MockConfigEntry:
-    return MockConfigEntry(
-        domain=DOMAIN,
-        unique_id=url,
-        minor_version=2,
-        data={CONF_URL: url, CONF_API_KEY: key or ""},
-        subentries_data=subs if subs is not None else [agent(0)],
+def _entry(
+    hass: HomeAssistant, url: str, key: str | None, subs: list[dict[str, Any]] | None = None
+) -> MockConfigEntry:
+    """An entry as the user flow makes it (unique id = URL), added to HA."""
+    return stack_entry(
+        hass, url, key or "", *(subs if subs is not None else [agent(0)]), unique_id=url
     )
 
 
@@ -125,8 +124,7 @@ async def _loaded_entry(
     subs: list[dict[str, Any]] | None = None,
 ) -> Any:
     assert await async_setup_component(hass, "homeassistant", {})
-    entry = _entry(server.url, key if key is not None else server.api_key, subs)
-    entry.add_to_hass(hass)
+    entry = _entry(hass, server.url, key if key is not None else server.api_key, subs)
     await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
     return entry
@@ -185,8 +183,7 @@ async def test_reauth_of_loaded_entry_reloads_once(
 ) -> None:
     """A new key saved by reauth reloads a loaded entry once, through its update listener."""
     server = llama_factory("tiny-text", api_key="key-one,key-two", ctx_per_slot=512)
-    entry = _entry(server.url, "key-one")
-    entry.add_to_hass(hass)
+    entry = _entry(hass, server.url, "key-one")
     await hass.config_entries.async_setup(entry.entry_id)
     await hass.async_block_till_done()
     assert entry.state is ConfigEntryState.LOADED
@@ -214,8 +211,7 @@ async def test_reconfigure(
     """Change URL: verified, refused if another entry has it, saved and reloaded once."""
     entry = await _loaded_entry(hass, llama_text)
     calls = _count_setups(monkeypatch)
-    other = _entry(fake.url, FAKE_KEY, [])
-    other.add_to_hass(hass)
+    _entry(hass, fake.url, FAKE_KEY, [])  # another entry already has this URL
 
     result = await entry.start_reconfigure_flow(hass)
     assert result["type"] is FlowResultType.FORM

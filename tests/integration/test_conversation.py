@@ -53,6 +53,7 @@ from tests.integration.helpers import (
     setup_entry,
     slot_state,
     spy_requests,
+    stack_entry,
     subentry_id,
 )
 from voice_stack_dev.llama import LlamaServer
@@ -232,13 +233,7 @@ async def test_tool_call_round_trip(
         )
         url, key = proxy.url, proxy.agent_key
     try:
-        entry = MockConfigEntry(
-            domain=DOMAIN,
-            minor_version=2,
-            data={"url": url, "api_key": key},
-            subentries_data=[agent(1, **{CONF_LLM_HASS_API: [TIME_API_ID]})],
-        )
-        entry.add_to_hass(hass)
+        entry = stack_entry(hass, url, key, agent(1, **{CONF_LLM_HASS_API: [TIME_API_ID]}))
         await setup_entry(hass, entry)
         sent = spy_requests(entry)
         result = await _say(hass, entry, "what time is it")
@@ -269,13 +264,7 @@ async def test_draft_acceptance_from_a_speculative_server(
     server = llama_factory(
         "tiny-text", ctx_per_slot=1024, extra_args=["-md", model, "--spec-type", "draft-simple"]
     )
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        minor_version=2,
-        data={"url": server.url, "api_key": server.api_key},
-        subentries_data=[agent(0)],
-    )
-    entry.add_to_hass(hass)
+    entry = stack_entry(hass, server.url, server.api_key, agent(0))
     await setup_entry(hass, entry)
     result = await _say(hass, entry, "hello")
     assert result.response.speech["plain"]["speech"] == HELLO

@@ -12,7 +12,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import CONF_SLOT, CONF_SLOTS, DOMAIN
 from tests.integration.fakes import FakeLlama
-from tests.integration.helpers import agent, issues, setup_entry
+from tests.integration.helpers import agent, issues, setup_entry, stack_entry
 
 
 async def test_runtime_data_is_complete(
@@ -54,13 +54,7 @@ async def test_one_slot_agents_become_slot_pools(hass: HomeAssistant, fake: Fake
         raw = agent(slot)
         raw["data"] = {k: v for k, v in raw["data"].items() if k != CONF_SLOTS} | {CONF_SLOT: slot}
         old.append(raw)
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        minor_version=1,
-        data={"url": fake.url, "api_key": fake.key},
-        subentries_data=old,
-    )
-    entry.add_to_hass(hass)
+    entry = stack_entry(hass, fake.url, fake.key, *old, minor_version=1)
     await setup_entry(hass, entry)
     assert entry.state is ConfigEntryState.LOADED
     assert entry.minor_version == 2
@@ -70,21 +64,14 @@ async def test_one_slot_agents_become_slot_pools(hass: HomeAssistant, fake: Fake
 
 
 async def test_a_newer_entry_is_not_downgraded(hass: HomeAssistant, fake: FakeLlama) -> None:
-    entry = MockConfigEntry(domain=DOMAIN, version=2, data={"url": fake.url, "api_key": fake.key})
-    entry.add_to_hass(hass)
+    entry = stack_entry(hass, fake.url, fake.key, version=2)
     await setup_entry(hass, entry)
     assert entry.state is ConfigEntryState.MIGRATION_ERROR
 
 
 async def test_a_newer_minor_version_loads_unchanged(hass: HomeAssistant, fake: FakeLlama) -> None:
     """1.3 would be written by a newer Voice Stack that stayed compatible: nothing to migrate."""
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        minor_version=3,
-        data={"url": fake.url, "api_key": fake.key},
-        subentries_data=[agent(1)],
-    )
-    entry.add_to_hass(hass)
+    entry = stack_entry(hass, fake.url, fake.key, agent(1), minor_version=3)
     await setup_entry(hass, entry)
     assert entry.state is ConfigEntryState.LOADED
     assert entry.minor_version == 3
@@ -92,13 +79,7 @@ async def test_a_newer_minor_version_loads_unchanged(hass: HomeAssistant, fake: 
 
 
 async def test_removing_the_entry_removes_its_issues(hass: HomeAssistant, fake: FakeLlama) -> None:
-    entry = MockConfigEntry(
-        domain=DOMAIN,
-        minor_version=2,
-        data={"url": fake.url, "api_key": fake.key},
-        subentries_data=[agent(0), agent(0)],
-    )
-    entry.add_to_hass(hass)
+    entry = stack_entry(hass, fake.url, fake.key, agent(0), agent(0))
     await setup_entry(hass, entry)
     assert issues(hass, entry) == {"shared_slot_0"}
     await hass.config_entries.async_remove(entry.entry_id)

@@ -11,7 +11,7 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import DOMAIN
 from tests.integration.fakes import FakeLlama, metrics_text
-from tests.integration.helpers import poll, setup_entry
+from tests.integration.helpers import poll, setup_entry, stack_entry
 
 
 async def test_figures_of_a_poll(
@@ -116,8 +116,7 @@ async def test_credentials_in_the_url_never_reach_the_log(
     """An entry whose URL carries user:pass@ (basic auth): an outage is logged without them."""
     fake.key = None
     url = fake.url.replace("http://", "http://admin:S3cret-pass@")
-    entry = MockConfigEntry(domain=DOMAIN, minor_version=2, data={"url": url, "api_key": ""})
-    entry.add_to_hass(hass)
+    entry = stack_entry(hass, url, "")
     await setup_entry(hass, entry)
     await fake.stop()
     await poll(hass, entry)

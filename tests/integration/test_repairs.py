@@ -44,6 +44,7 @@ from tests.integration.helpers import (
     issues,
     poll,
     setup_entry,
+    stack_entry,
     subentry_id,
 )
 from voice_stack_dev.llama import LlamaServer, llama_argv
@@ -257,12 +258,7 @@ async def test_through_the_real_proxy(
         )
     )
     try:
-        entry = MockConfigEntry(
-            domain=DOMAIN,
-            data={"url": proxy.url, "api_key": proxy.agent_key},
-            subentries_data=[agent(0, 1, title="Voice")],
-        )
-        entry.add_to_hass(hass)
+        entry = stack_entry(hass, proxy.url, proxy.agent_key, agent(0, 1, title="Voice"))
         await setup_entry(hass, entry)
         voice = subentry_id(entry)
         assert issues(hass, entry) == {f"{voice}_slot_not_reserved", "proxy_slot_count_mismatch"}
@@ -272,10 +268,7 @@ async def test_through_the_real_proxy(
             "proxy_slots": "2",
             "server_slots": "4",
         }
-        general = MockConfigEntry(
-            domain=DOMAIN, data={"url": proxy.url, "api_key": proxy.proxy_key}, unique_id="general"
-        )
-        general.add_to_hass(hass)
+        general = stack_entry(hass, proxy.url, proxy.proxy_key, unique_id="general")
         await setup_entry(hass, general)
         assert "general_key_in_use" in issues(hass, general)
     finally:
@@ -306,8 +299,7 @@ async def test_open_doors(hass: HomeAssistant, llama_text: LlamaServer, llama_fa
     proxy = await ForwardingProxy(llama_text, "client-key").start()
     try:
         proxy.check_key = False
-        entry = MockConfigEntry(domain=DOMAIN, data={"url": proxy.url, "api_key": "client-key"})
-        entry.add_to_hass(hass)
+        entry = stack_entry(hass, proxy.url, "client-key")
         await setup_entry(hass, entry)
         found = issue(hass, entry, "proxy_accepts_without_key")
         assert (found.severity, found.translation_placeholders) == (
@@ -320,8 +312,7 @@ async def test_open_doors(hass: HomeAssistant, llama_text: LlamaServer, llama_fa
     finally:
         await proxy.stop()
     open_server = llama_factory("tiny-text", api_key=None, ctx_per_slot=512)
-    direct = MockConfigEntry(domain=DOMAIN, data={"url": open_server.url, "api_key": ""})
-    direct.add_to_hass(hass)
+    direct = stack_entry(hass, open_server.url, "")
     await setup_entry(hass, direct)
     assert issues(hass, direct) == {"server_has_no_api_key"}
 
@@ -343,8 +334,7 @@ async def test_disabled_endpoints(hass: HomeAssistant, service_logs: Path) -> No
     )
     await hass.async_add_executor_job(server.start)
     try:
-        entry = MockConfigEntry(domain=DOMAIN, title="t", data={"url": server.url, "api_key": "k"})
-        entry.add_to_hass(hass)
+        entry = stack_entry(hass, server.url, "k", title="t")
         await setup_entry(hass, entry)
         assert issues(hass, entry) == {"metrics_disabled", "slots_endpoint_disabled"}
         assert issue(hass, entry, "metrics_disabled").translation_placeholders == {"title": "t"}

@@ -24,7 +24,7 @@ from pytest_homeassistant_custom_component.common import (
 )
 from syrupy.assertion import SnapshotAssertion
 
-from custom_components.voice_stack.const import DEFAULT_CONVERSATION_NAME, DOMAIN
+from custom_components.voice_stack.const import DEFAULT_CONVERSATION_NAME
 from custom_components.voice_stack.timings import Timings, signal_timings
 from tests.integration.fakes import FakeGateway, FakeLlama, metrics_text
 from tests.integration.helpers import (
@@ -34,6 +34,7 @@ from tests.integration.helpers import (
     entities_snapshot,
     poll,
     setup_entry,
+    stack_entry,
 )
 from tests.integration.live_stack import LiveStack
 
@@ -141,14 +142,13 @@ class TestLiveStack:
     """The real stack, through the real proxy, with the gateway."""
 
     async def _setup(self, hass: HomeAssistant, live_stack: LiveStack) -> MockConfigEntry:
-        entry = MockConfigEntry(
-            domain=DOMAIN,
-            minor_version=2,
-            data={"url": live_stack.proxy.url, "api_key": live_stack.agent_key},
+        entry = stack_entry(
+            hass,
+            live_stack.proxy.url,
+            live_stack.agent_key,
+            agent(0, title=DEFAULT_CONVERSATION_NAME),
             options={"gateway_url": live_stack.gateway.url},
-            subentries_data=[agent(0, title=DEFAULT_CONVERSATION_NAME)],
         )
-        entry.add_to_hass(hass)
         await setup_entry(hass, entry)
         return entry
 
