@@ -28,6 +28,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 
 from voice_stack_dev.benchstats import median_p90
+from voice_stack_dev.e2e.probes import early_counts
 from voice_stack_dev.fake_speech import start_fake_speech
 from voice_stack_dev.gateway import start_gateway, start_wyoming_openai
 from voice_stack_dev.procs import Service, free_port
@@ -85,14 +86,6 @@ def words(text: str) -> list[str]:
     return re.sub(r"[^a-z ]", " ", text.lower()).split()
 
 
-async def early_counts(http_port: int) -> dict[str, int]:
-    url = f"http://127.0.0.1:{http_port}/metrics"
-    async with aiohttp.ClientSession() as session, session.get(url) as resp:
-        text = await resp.text()
-    found = re.findall(r'gateway_stt_early_total\{result="(\w+)"\} (\d+)', text)
-    return {result: int(n) for result, n in found}
-
-
 async def measure(
     gateways: dict[str, int], audio: list[bytes], rounds: int, *, check_words: bool
 ) -> dict[str, Any]:
@@ -129,9 +122,10 @@ async def run(
         for pcm in audio[:2]:  # warm-up: models, pools, first connections
             for port in gateways.values():
                 await paced(port, utterance(pcm))
-        before = await early_counts(ours.port)
+        gateway_url = f"http://127.0.0.1:{ours.port}"
+        before = await early_counts(gateway_url)
         result[name] = await measure(gateways, audio, rounds, check_words=name != "fake_100ms")
-        after = await early_counts(ours.port)
+        after = await early_counts(gateway_url)
         result[name]["ours_early_transcription"] = {k: after[k] - before.get(k, 0) for k in after}
     return result
 
