@@ -99,7 +99,8 @@ function conversationStart(head, messages) {
 }
 
 // The part of a request that stays the same for a whole conversation: the start of its system
-// text (without numbers) and of its first turn for chat and responses; the start of the prompt for completions.
+// text (without numbers) and of its first turn for chat and responses; the start of the prompt
+// for completions.
 function stablePrefix(req) {
     if (Array.isArray(req.messages)) {
         return conversationStart('', req.messages);
