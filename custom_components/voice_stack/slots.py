@@ -30,7 +30,7 @@ class SlotScheduler:
         """Nothing in flight."""
         self._busy: Counter[int] = Counter()
         self._wanted: Counter[int] = Counter()  # slots user requests are waiting for
-        self._changed = asyncio.Condition()
+        self._waiters: list[asyncio.Future[None]] = []  # leases waiting for a change
         self._last_slot: OrderedDict[str, int] = OrderedDict()
         self.sent: Counter[int] = Counter()  # requests ever sent per slot (warm-ups included)
         self._starts: dict[int, deque[float]] = {}  # recent lease start times per slot
@@ -59,24 +59,43 @@ class SlotScheduler:
             return preferred
         return next((slot for slot in sorted(pool) if free(slot)), None)
 
+    def _changed(self) -> None:
+        """Wake every waiting lease to look again (synchronous: it cannot be cancelled)."""
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def _wait_for_change(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+
     async def _acquire(
         self, pool: Sequence[int], conversation_id: str | None, background: bool
     ) -> int:
-        async with self._changed:
+        """Wait for a free slot of the pool and take it.
+
+        The bookkeeping between two waits is synchronous, so it needs no lock: the event loop
+        runs nothing else in between.
+        """
+        if not background:
+            self._wanted.update(pool)
+        try:
+            while (slot := self._pick(pool, conversation_id, background)) is None:
+                await self._wait_for_change()
+        finally:
             if not background:
-                self._wanted.update(pool)
-            try:
-                while (slot := self._pick(pool, conversation_id, background)) is None:
-                    await self._changed.wait()
-            finally:
-                if not background:
-                    self._wanted.subtract(pool)
-            self._busy[slot] += 1
-            self.sent[slot] += 1
-            self._starts.setdefault(slot, deque(maxlen=_RECENT_STARTS)).append(time.monotonic())
-            if not background:
-                self._changed.notify_all()  # a warm-up that waited behind us may go now
-            return slot
+                self._wanted.subtract(pool)
+                self._changed()  # a warm-up that waited behind us may go now
+        self._busy[slot] += 1
+        self.sent[slot] += 1
+        self._starts.setdefault(slot, deque(maxlen=_RECENT_STARTS)).append(time.monotonic())
+        return slot
 
     @asynccontextmanager
     async def lease(
@@ -100,9 +119,9 @@ class SlotScheduler:
         try:
             yield slot
         finally:
-            async with self._changed:
-                self._busy[slot] -= 1
-                self._changed.notify_all()
+            # Nothing awaited here: a turn cancelled again while it unwinds still frees its slot.
+            self._busy[slot] -= 1
+            self._changed()
 
     def _remember(self, conversation_id: str, slot: int) -> None:
         self._last_slot.pop(conversation_id, None)

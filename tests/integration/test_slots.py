@@ -72,6 +72,44 @@ async def test_only_the_latest_conversations_are_remembered() -> None:
         assert forgotten == 0  # the lowest idle slot, not its old slot 1
 
 
+async def test_a_release_cancelled_again_still_frees_the_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A turn cancelled, then cancelled again while it lets go of its slot, still frees it: the
+    next request (and the warm-up) gets the slot instead of waiting for ever.
+
+    Every asyncio lock or condition the release might take is made contended, so that the second
+    cancellation lands inside the release if the release awaits anything at all.
+    """
+    scheduler = SlotScheduler()
+    held = asyncio.Event()
+    gate = asyncio.Event()
+
+    async def turn() -> None:
+        async with scheduler.lease((0,)):
+            held.set()
+            await asyncio.Future()  # a reply that never ends, until the turn is cancelled
+
+    async def enter(self: Any) -> None:
+        await gate.wait()
+        await self.acquire()
+
+    task = asyncio.create_task(turn())
+    await held.wait()
+    for kind in (asyncio.Lock, asyncio.Condition):
+        monkeypatch.setattr(kind, "__aenter__", enter)
+    task.cancel()
+    await asyncio.sleep(0)  # the turn unwinds to its release
+    task.cancel()  # ... and is cancelled there once more (if it is still running)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    monkeypatch.undo()
+    gate.set()
+    assert not scheduler.busy(0)
+    async with asyncio.timeout(10), scheduler.lease((0,), background=True) as slot:
+        assert slot == 0
+
+
 async def test_an_empty_pool_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one slot"):
         async with SlotScheduler().lease(()):
