@@ -3,11 +3,13 @@ prompt, streamed into the chat log, with HA's tools."""
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import aclosing
 from typing import Any
 
 import probatio
 from homeassistant.components import conversation
+from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
 from homeassistant.helpers.dispatcher import async_dispatcher_send
 from homeassistant.helpers.entity import Entity
@@ -18,6 +20,7 @@ from .const import (
     CONF_MAX_HISTORY,
     CONF_PROMPT_LAYOUT,
     CONF_TIMEOUT,
+    DOMAIN,
     LOGGER,
     MAX_TOOL_ITERATIONS,
 )
@@ -80,26 +83,36 @@ class VoiceStackLLMEntity(Entity):
     async def _on_a_slot(
         self, chat_log: conversation.ChatLog, extra: dict[str, Any], timeout_s: float
     ) -> None:
-        """The tool loop on a slot of the agent's pool, waiting for one at most `timeout_s`."""
+        """The tool loop on a slot of the agent's pool, the whole turn within `timeout_s`.
+
+        One deadline covers the wait for a slot, every reply and every tool the model calls.
+        A TimeoutError before it is a tool's own: a tool failure, not the server's.
+        """
         scheduler = self.entry.runtime_data.scheduler
         pool, conversation_id = self.agent.slots, chat_log.conversation_id
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        turn = asyncio.timeout_at(deadline)
         try:
-            async with scheduler.lease(pool, conversation_id, wait_s=timeout_s) as slot:
+            async with turn, scheduler.lease(pool, conversation_id) as slot:
+                request = {**self.agent.request(slot), **extra}
                 try:
-                    await self._tool_loop(
-                        chat_log, {**self.agent.request(slot), **extra}, timeout_s
-                    )
+                    await self._tool_loop(chat_log, request, deadline)
                 except LlamaContextError as err:
                     error = ContextError(slot, err.n_prompt_tokens, err.n_ctx, from_warm=False)
                     self.entry.runtime_data.repairs.context_error(self.agent, error)
                     raise
-        except TimeoutError as err:  # no slot of the pool freed in time
-            raise LlamaTimeoutError("every slot of the agent stayed busy") from err
+        except TimeoutError as err:
+            if turn.expired():  # waiting for a slot, a reply or a tool took the rest of it
+                raise LlamaTimeoutError("the turn ran out of time") from err
+            raise HomeAssistantError(
+                translation_domain=DOMAIN, translation_key="tool_timeout"
+            ) from err
 
     async def _tool_loop(
-        self, chat_log: conversation.ChatLog, payload: dict[str, Any], timeout_s: float
+        self, chat_log: conversation.ChatLog, payload: dict[str, Any], deadline: float
     ) -> None:
         tools = format_tools(chat_log.llm_api, stable_order=self.agent.cache_stable)
+        loop = asyncio.get_running_loop()
         for iteration in range(MAX_TOOL_ITERATIONS):
             messages = build_messages(
                 chat_log,
@@ -113,7 +126,9 @@ class VoiceStackLLMEntity(Entity):
                 request["tools"] = tools
             result = StreamResult()
             chat = self.entry.runtime_data.chat
-            async with aclosing(chat.stream(request, timeout_s)) as chunks:
+            # The reply gets what is left of the turn (a slow server is the server's timeout).
+            left_s = max(deadline - loop.time(), 0.0)
+            async with aclosing(chat.stream(request, left_s)) as chunks:
                 async for _ in chat_log.async_add_delta_content_stream(
                     self.entity_id, transform_stream(chunks, result)
                 ):

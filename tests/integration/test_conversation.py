@@ -3,6 +3,7 @@ sends and gets, and a fake one for the faults a real one cannot be made to show.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from functools import partial
 from pathlib import Path
@@ -256,6 +257,37 @@ async def test_tool_call_round_trip(
             await hass.async_add_executor_job(proxy.stop)
 
 
+class TimingOutTool(GetTimeTool):
+    """get_time, timing out on its own (a slow device behind a Home Assistant tool)."""
+
+    async def async_call(
+        self, hass: HomeAssistant, tool_input: llm.ToolInput, llm_context: llm.LLMContext
+    ) -> llm.ToolResult:
+        """Fail as a tool whose own wait ran out."""
+        self.calls += 1
+        raise TimeoutError
+
+
+async def test_a_tool_s_own_timeout_is_a_tool_failure(
+    hass: HomeAssistant, llama_tool: LlamaServer
+) -> None:
+    """A TimeoutError raised by a tool is reported as the tool's failure, not as a server (or
+    busy slot) timeout, and the slot is free for the next turn."""
+    tool = TimingOutTool()
+    llm.async_register_api(hass, TimeAPI(hass, tool))
+    entry = stack_entry(
+        hass, llama_tool.url, llama_tool.api_key, agent(1, **{CONF_LLM_HASS_API: [TIME_API_ID]})
+    )
+    await setup_entry(hass, entry)
+    result = await _say(hass, entry, "what time is it")
+    assert tool.calls == 1
+    assert result.response.response_type is intent.IntentResponseType.ERROR
+    spoken = result.response.speech["plain"]["speech"]
+    assert "A tool the agent called timed out" in spoken
+    assert "did not answer within" not in spoken
+    assert not entry.runtime_data.scheduler.busy(1)
+
+
 async def test_draft_acceptance_from_a_speculative_server(
     hass: HomeAssistant, llama_factory: Any
 ) -> None:
@@ -432,3 +464,65 @@ async def test_a_question_keeps_the_satellite_listening(
         "assistant",
         "user",
     ]
+
+
+def _tool_call_then_reply() -> Handler:
+    """A round that calls get_time, then a round that answers."""
+    replies = [
+        sse(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "get_time", "arguments": "{}"},
+                        }
+                    ]
+                }
+            ),
+            chunk({}, "tool_calls"),
+        )
+    ]
+
+    async def handler(request: Any) -> Any:
+        body = replies.pop(0) if replies else sse(chunk({"content": "Noon."}), chunk({}, "stop"))
+        return await stream_bytes(request, body)
+
+    return handler
+
+
+@pytest.mark.parametrize("kind", ["busy-slot-then-reply", "two-tool-rounds"])
+async def test_the_timeout_bounds_the_whole_turn(
+    hass: HomeAssistant, mock_config_entry: MockConfigEntry, fake: FakeLlama, kind: str
+) -> None:
+    """The agent's timeout (0.5 s) is one deadline for the turn: a wait for the slot and a reply
+    that each fit in it, or two tool rounds that each do, still time out together (each part
+    below takes at least 0.3 s)."""
+    tool = GetTimeTool()
+    llm.async_register_api(hass, TimeAPI(hass, tool))
+    sub = next(iter(mock_config_entry.subentries.values()))
+    hass.config_entries.async_update_subentry(
+        mock_config_entry, sub, data={**sub.data, CONF_LLM_HASS_API: [TIME_API_ID]}
+    )
+    await setup_entry(hass, mock_config_entry)
+    fake.delays["/v1/chat/completions"] = 0.3
+    holder: asyncio.Task[None] | None = None
+    if kind == "busy-slot-then-reply":
+        leased = asyncio.Event()
+
+        async def hold() -> None:
+            async with mock_config_entry.runtime_data.scheduler.lease((0,)):
+                leased.set()
+                await asyncio.sleep(0.3)
+
+        holder = asyncio.create_task(hold())
+        await leased.wait()
+    else:
+        fake.chat = _tool_call_then_reply()
+    result = await _say(hass, mock_config_entry)
+    if holder is not None:
+        await holder
+    assert result.response.response_type is intent.IntentResponseType.ERROR
+    assert "did not answer within 0.5 seconds" in result.response.speech["plain"]["speech"]
