@@ -116,6 +116,24 @@ async def test_speech_after_the_last_allowed_cut_is_never_lost() -> None:
     await early.close()
 
 
+async def test_speech_completed_by_the_padded_last_frame_is_never_lost() -> None:
+    """Speech after the cut (too short to count as resumed), then a pause that only the padded
+    last partial frame completes: flush() cuts again, so the early request misses that speech
+    and must not answer (the whole audio is transcribed)."""
+    requests = Requests()
+    start = cast(Callable[[], Transcription], requests.start)  # only cancel/close are used
+    early = EarlyTranscription(Metrics("http://a/v1", "http://b/v1"), start, 300, 2)
+    early._detector = PauseDetector(300, Scripted())
+    early.feed(LOUD * 20 + QUIET * 15)  # speech, then a pause: the first cut
+    assert len(requests.started) == 1
+    early.feed(LOUD * 3 + QUIET * 14 + QUIET[:100])  # 60 ms of speech, 14 quiet frames and a bit
+    assert early.current is requests.started[0]  # no second cut yet: 280 ms of pause
+    assert early.at_stop() is None, "the early transcript would miss the 60 ms of speech"
+    assert requests.started[0].cancelled
+    assert len(requests.started) == 1  # no new early request at audio-stop
+    await early.close()
+
+
 # --- behind the gateway ------------------------------------------------------------------------
 
 

@@ -116,9 +116,12 @@ class EarlyTranscription:
                 _LOGGER.debug("Early transcription %d of %d started", self.cuts, self._max)
 
     def at_stop(self) -> Transcription | None:
-        """audio-stop: the early request that answers, if no speech came after its cut."""
-        self._detector.flush()
-        if self._detector.speech_after_cut:
+        """audio-stop: the early request that answers, if no speech came after its cut.
+
+        The padded last frame is judged too: if it is speech, or completes a pause that cuts
+        again (a cut needs speech after the one before), the request misses audio.
+        """
+        if self._detector.flush() or self._detector.speech_after_cut:
             self._drop("speech after the last cut")
         current, self.current = self.current, None
         return current
