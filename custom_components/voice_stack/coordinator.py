@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -30,6 +31,7 @@ class Reply:
     status: int
     text: str
     latency_ms: float
+    headers: Mapping[str, str] = field(default_factory=dict)  # names in lower case
 
     def json(self) -> Any:
         """The body as JSON, or None when it is not JSON."""
@@ -52,6 +54,7 @@ async def fetch(
             allow_redirects=False,
         ) as resp:
             text = await resp.text(errors="replace")
+            reply_headers = {name.lower(): value for name, value in resp.headers.items()}
     except TimeoutError as err:
         raise UpdateFailed(
             translation_domain=DOMAIN,
@@ -67,7 +70,7 @@ async def fetch(
                 "error": str(err) or type(err).__name__,
             },
         ) from err
-    return Reply(resp.status, text, (time.monotonic() - started) * 1000)
+    return Reply(resp.status, text, (time.monotonic() - started) * 1000, reply_headers)
 
 
 def bearer(entry: ConfigEntry) -> dict[str, str]:

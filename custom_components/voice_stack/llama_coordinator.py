@@ -37,6 +37,7 @@ from .llama_data import (
 
 LLAMA_INTERVAL: Final = timedelta(seconds=15)
 _DISABLED: Final = 501  # an endpoint switched off by a server flag (--no-slots, no --metrics)
+PROCESS_START_HEADER: Final = "process-start-time-unix"  # of /metrics, in every build with it
 
 
 class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
@@ -123,6 +124,7 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
         processing, deferred = samples.get(REQUESTS_PROCESSING), samples.get(REQUESTS_DEFERRED)
         return replace(
             data,
+            started=reply.headers.get(PROCESS_START_HEADER) or None,
             counters=counters,
             rates=rates,
             requests_processing=int(processing) if processing is not None else None,

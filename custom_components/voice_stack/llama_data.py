@@ -210,7 +210,9 @@ class ServerProps:
     context_size: int | None  # per slot
     tool_calling: bool | None  # None: this build does not say
     model_path: str | None = None
-    process: str | None = None  # media_marker: drawn at random each time llama-server starts
+    # media_marker: drawn at random at each start, but pinned by LLAMA_MEDIA_MARKER and absent
+    # from builds before 2026-04, so only a change of it says anything (see observation.py)
+    process: str | None = None
 
     @property
     def model_file(self) -> str | None:
@@ -263,6 +265,9 @@ class LlamaData:
     metrics_enabled: bool = True
     slots_enabled: bool = True
     polled_at: float = 0.0  # monotonic time /slots was asked for
+    # /metrics' Process-Start-Time-Unix header: the server's monotonic clock when it started (in
+    # microseconds, not a Unix time), the same for the life of one process
+    started: str | None = None
 
     @property
     def total_slots(self) -> int | None:

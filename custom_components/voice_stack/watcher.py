@@ -1,8 +1,9 @@
 """Keep the agents' slots warm, driven by what the llama-server coordinator observes.
 
 After every poll the watcher compares it with the last poll that found the server ready
-(observation.py): a new server process (llama-server draws a new media marker at every start)
-or an agent slot that ran a task Voice Stack did not send calls for priming those slots at once,
+(observation.py): a new server process (told by what that build shows: a new media marker or
+process start time, counters that went back, a slot that forgot its last task) or an agent slot
+that ran a task Voice Stack did not send calls for priming those slots at once,
 so the first voice request after a restart finds its prefix cached. A server that was merely
 unreachable keeps its cache and is left alone. The unified-KV probe runs only for a server
 setup it has no verdict for. A warm-up gives way to a user request waiting for the same slot.
@@ -59,6 +60,7 @@ class ServerWatcher:
         self._restore = False  # the next warm-up loads the slots saved before a restart
         self._retry_at: dict[int, float] = {}  # slot -> when to try a failed warm-up again
         self._retry_after: dict[int, float] = {}  # slot -> the wait before that retry
+        self._processes = 0  # server processes seen: a failed probe is tried once per process
         self._probe_failed_for: tuple[object, ...] | None = None
         self._task: asyncio.Task[None] | None = None
         self._failures: dict[str, str] = {}  # agent id -> kind of the last warm failure logged
@@ -75,6 +77,7 @@ class ServerWatcher:
         if not now.ready:
             return
         if is_new_process(self._last_ready, now):
+            self._processes += 1
             self._restore = True
             self._retry_at.clear()
             self._retry_after.clear()
@@ -120,7 +123,7 @@ class ServerWatcher:
         """Report the verdict for this server setup; the agent slots a new probe disturbed."""
         known, verdict = known_verdict(self._hass, self._llm.base_url, props)
         disturbed: set[int] = set()
-        setup = (props.fingerprint, props.process)
+        setup = (props.fingerprint, self._processes)
         if not known and self._probe_failed_for != setup:
             verdict, disturbed = await self._probe(props)
             if verdict is None:

@@ -290,6 +290,7 @@ class ForwardingProxy(FakeServer):
         self.status: dict[str, int] = {}  # path -> forced status
         self.delay: dict[str, float] = {}  # path -> seconds before answering
         self.body: dict[str, str] = {}  # path -> forced 200 body
+        self.drop: dict[str, tuple[str, ...]] = {}  # path -> fields left out of its JSON object
 
     def routes(self, app: web.Application) -> None:
         """Everything goes to one handler."""
@@ -332,8 +333,10 @@ class ForwardingProxy(FakeServer):
                 timeout=aiohttp.ClientTimeout(total=30),
             ) as upstream,
         ):
+            body = await upstream.read()
+            if (fields := self.drop.get(request.path)) and upstream.status == 200:
+                payload = json.loads(body)
+                body = json.dumps({k: v for k, v in payload.items() if k not in fields}).encode()
             return web.Response(
-                body=await upstream.read(),
-                status=upstream.status,
-                content_type=upstream.content_type,
+                body=body, status=upstream.status, content_type=upstream.content_type
             )

@@ -21,19 +21,82 @@ from custom_components.voice_stack.const import (
     CONF_TIMEOUT,
     REASONING_DISABLED,
 )
-from custom_components.voice_stack.observation import Observation, is_new_process, slots_to_warm
+from custom_components.voice_stack.llama_data import (
+    Counters,
+    LlamaData,
+    ServerProps,
+    SlotInfo,
+    SlotsSummary,
+)
+from custom_components.voice_stack.observation import (
+    Observation,
+    is_new_process,
+    observe,
+    slots_to_warm,
+)
 from custom_components.voice_stack.slots import SlotScheduler
 from tests.integration.conftest import RealLlama
-from tests.integration.fakes import FakeLlama
-from tests.integration.helpers import agent, agent_entity, poll, setup_entry, slot_state
+from tests.integration.fakes import FakeLlama, ForwardingProxy
+from tests.integration.helpers import (
+    agent,
+    agent_entity,
+    poll,
+    setup_entry,
+    slot_state,
+    stack_entry,
+)
 from voice_stack_dev.llama import LlamaServer
 
 
 def _seen(
-    process: str = "p", tasks: dict[int, int | None] | None = None, sent: int = 1
+    process: str | None = "p",
+    tasks: dict[int, int | None] | None = None,
+    sent: int = 1,
+    started: str | None = None,
+    counters: Counters | None = None,
 ) -> Observation:
     tasks = tasks if tasks is not None else {0: 5}
-    return Observation(True, process, tasks, dict.fromkeys(tasks, sent), frozenset())
+    return Observation(
+        True, process, tasks, dict.fromkeys(tasks, sent), frozenset(), started, counters
+    )
+
+
+def _counters(prompt: float) -> Counters:
+    return Counters(0.0, prompt, 0.0, 0.0, prompt, 0.0, 0.0, 0.0)
+
+
+def test_a_restart_is_told_by_evidence_never_by_a_missing_field() -> None:
+    """Each signal a build may have proves a new process when both polls have it and it moved;
+    a field that is missing (a build without media_marker, no --metrics, a proxy hiding the
+    header) says nothing, so a steady server is never taken for a new one."""
+    assert not is_new_process(_seen(None), _seen(None)), "no marker on either poll"
+    assert not is_new_process(_seen("p"), _seen(None))
+    assert not is_new_process(_seen(started="100"), _seen(started="100"))
+    assert not is_new_process(_seen(started="100"), _seen(started=None))
+    assert is_new_process(_seen(None, started="100"), _seen(None, started="200"))
+    assert not is_new_process(_seen(counters=_counters(50)), _seen(counters=_counters(60)))
+    assert not is_new_process(_seen(counters=_counters(50)), _seen(counters=None))
+    assert is_new_process(_seen(None, counters=_counters(50)), _seen(None, counters=_counters(7)))
+    assert not is_new_process(_seen(None, {0: 5}), _seen(None, {0: 9}))
+    assert not is_new_process(_seen(None, {0: None}), _seen(None, {0: None}))
+    assert is_new_process(_seen(None, {0: 5, 1: 6}), _seen(None, {0: 9, 1: None}))
+    assert not is_new_process(_seen(None, {0: 5}), _seen(None, {}))  # /slots switched off
+
+
+def test_a_slot_that_never_ran_a_task_in_an_older_build() -> None:
+    """Older builds show id_task -1 on a slot that ran nothing: that is no task, and a slot
+    going back to it is a new process."""
+    props = ServerProps("m", "b1", 2, 1024, None)
+
+    def data(task: int) -> LlamaData:
+        slot = SlotInfo(id=0, n_ctx=1024, is_processing=False, id_task=task, tokens=0)
+        return LlamaData(loading=False, latency_ms=1.0, props=props, slots=SlotsSummary((slot,)))
+
+    scheduler = SlotScheduler()
+    fresh, used = observe(data(-1), True, scheduler, {0}), observe(data(3), True, scheduler, {0})
+    assert fresh.tasks == {0: None}
+    assert is_new_process(used, fresh)
+    assert not is_new_process(fresh, used)
 
 
 def test_which_slots_need_warming() -> None:
@@ -212,11 +275,14 @@ class TestRealServer(RealLlama):
             assert (await hass.async_add_executor_job(slot_state, llama, slot))[
                 "n_prompt_tokens"
             ] > 0
+        started = init_integration.runtime_data.coordinators.llm.data.started
+        assert started, "llama-server's /metrics names its process start"
         await hass.async_add_executor_job(llama.restart)
         for slot in (1, 2):
             assert "id_task" not in await hass.async_add_executor_job(slot_state, llama, slot)
 
         await poll(hass, init_integration)
+        assert init_integration.runtime_data.coordinators.llm.data.started not in (None, started)
         for slot in (1, 2):
             assert (await hass.async_add_executor_job(slot_state, llama, slot))[
                 "n_prompt_tokens"
@@ -227,3 +293,42 @@ class TestRealServer(RealLlama):
         assert result.response.speech["plain"]["speech"] == "Hello from the tiny test model."
         timings = next(iter(init_integration.runtime_data.timings.values()))
         assert timings.cached_tokens > 0, "the first request after the restart hit the warm slot"
+
+
+class TestServerWithoutMarker(RealLlama):
+    """A real llama-server whose /props carries no `media_marker` (builds before 2026-04 serve
+    none, and LLAMA_MEDIA_MARKER pins it), reached through a proxy that leaves it out and that
+    passes on no response header either (so no Process-Start-Time-Unix)."""
+
+    async def test_a_steady_server_is_never_primed_again_and_a_restart_is_seen(
+        self, hass: HomeAssistant, llama: LlamaServer
+    ) -> None:
+        """Many polls of the same process send nothing; a restart is primed at the next poll."""
+        proxy = await ForwardingProxy(llama, "client-key").start()
+        proxy.drop["/props"] = ("media_marker",)
+        try:
+            entry = stack_entry(hass, proxy.url, "client-key", agent(1, 2))
+            await setup_entry(hass, entry)
+
+            async def tasks() -> dict[int, Any]:
+                states = [await hass.async_add_executor_job(slot_state, llama, s) for s in (1, 2)]
+                return {s["id"]: s.get("id_task") for s in states}
+
+            primed = await tasks()
+            assert None not in primed.values(), "both pool slots primed at setup"
+            for _ in range(6):
+                await poll(hass, entry)
+            assert await tasks() == primed, "a steady server is never primed again"
+
+            await hass.async_add_executor_job(llama.restart)
+            await poll(hass, entry)
+            for slot in (1, 2):
+                assert (await hass.async_add_executor_job(slot_state, llama, slot))[
+                    "n_prompt_tokens"
+                ] > 0, f"slot {slot} primed again after the restart"
+            again = await tasks()
+            for _ in range(3):
+                await poll(hass, entry)
+            assert await tasks() == again
+        finally:
+            await proxy.stop()
