@@ -154,10 +154,8 @@ class BackendConnectivity(VoiceStackServiceEntity[GatewayCoordinator], BinarySen
     @property
     @override
     def extra_state_attributes(self) -> Mapping[str, Any]:
+        """The gateway's last error text; not its times, which it stamps on every probe (each
+        poll would write a state row): the state's own last change tells when it went down."""
         if (backend := self._backend) is None:  # unavailable: HA shows no attributes
             return {}
-        return {
-            "last_error": backend.last_error,
-            "last_error_at": backend.last_error_at,
-            "last_success": backend.last_success,
-        }
+        return {"last_error": backend.last_error}

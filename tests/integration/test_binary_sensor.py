@@ -4,11 +4,19 @@ the sensors' views of a loading or broken service, and the real stack with servi
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from homeassistant.components.recorder import Recorder, history
 from homeassistant.const import STATE_OFF, STATE_ON, STATE_UNAVAILABLE, STATE_UNKNOWN, Platform
 from homeassistant.core import HomeAssistant
+from homeassistant.helpers import entity_registry as er
+from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import MockConfigEntry
+from pytest_homeassistant_custom_component.components.recorder.common import (
+    async_wait_recording_done,
+)
 from syrupy.assertion import SnapshotAssertion
 
 from tests.integration.fakes import FakeGateway, FakeLlama
@@ -61,6 +69,66 @@ class TestFakes:
         assert llm is not None
         assert (llm.state, llm.attributes["loading"]) == (STATE_ON, True)
         assert (_state(hass, ASR), _state(hass, TTS)) == (STATE_UNKNOWN, STATE_UNAVAILABLE)
+
+
+async def _rows(hass: HomeAssistant, entity_ids: list[str], since: datetime) -> dict[str, int]:
+    """The state rows the recorder wrote for each entity since `since`."""
+    await async_wait_recording_done(hass)
+    found: dict[str, list[Any]] = await hass.async_add_executor_job(
+        lambda: history.get_significant_states(
+            hass,
+            since,
+            entity_ids=entity_ids,
+            include_start_time_state=False,
+            significant_changes_only=False,  # attribute changes too: every row there is
+        )
+    )
+    return {entity_id: len(found.get(entity_id, [])) for entity_id in entity_ids}
+
+
+class TestRecorder:
+    """Against Home Assistant's real recorder (SQLite in memory)."""
+
+    @pytest.fixture
+    def mock_recorder_before_hass(self, async_setup_recorder_instance: Any) -> None:
+        """The recorder's database is prepared before hass starts (phcc's order)."""
+
+    async def test_the_recorder_writes_a_row_only_when_a_value_changed(
+        self,
+        recorder_mock: Recorder,
+        hass: HomeAssistant,
+        init_integration: MockConfigEntry,
+        fake_gateway: FakeGateway,
+    ) -> None:
+        """The gateway stamps every probe (last_success, and last_error_at while a backend is down):
+        polls that bring only new stamps write no state row for any entity of the entry; a backend
+        going down writes one row for its sensor."""
+        registry = er.async_get(hass)
+        ours = [
+            e.entity_id
+            for e in er.async_entries_for_config_entry(registry, init_integration.entry_id)
+            if hass.states.get(e.entity_id) is not None
+        ]
+        assert ASR in ours
+        await poll(hass, init_integration)  # the rates of the first poll window (a real change)
+        since = dt_util.utcnow()
+        await async_wait_recording_done(hass)
+        backends = fake_gateway.health["backends"]
+        stamp = datetime(2026, 12, 1, tzinfo=UTC)
+        for n in range(1, 5):
+            for backend in backends.values():
+                backend["last_success"] = (stamp + timedelta(seconds=30 * n)).isoformat()
+            await poll(hass, init_integration)
+        assert await _rows(hass, ours, since) == dict.fromkeys(ours, 0), (
+            "stamps alone are no change"
+        )
+
+        backends["asr"].update(status="down", last_error="ASR refused the connection")
+        for n in range(1, 5):
+            backends["asr"]["last_error_at"] = (stamp + timedelta(seconds=200 + 30 * n)).isoformat()
+            await poll(hass, init_integration)
+        assert _state(hass, ASR) == STATE_OFF
+        assert await _rows(hass, ours, since) == {e: int(e == ASR) for e in ours}
 
 
 async def test_health_flips_when_services_stop_and_recover(
