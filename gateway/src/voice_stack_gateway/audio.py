@@ -35,14 +35,12 @@ def rms(pcm16: bytes) -> int:
 
 def check_format(rate: object, width: object, channels: object) -> PcmFormat:
     """A client-declared format, refused with a clear error when it cannot be converted."""
-    if not (isinstance(rate, int) and 1000 <= rate <= 384000):
+    if not (type(rate) is int and 1000 <= rate <= 384000):
         raise GatewayError(BAD_AUDIO, f"Unsupported sample rate {rate!r}")
-    if width not in (1, 2, 3, 4):
+    if not (type(width) is int and width in (1, 2, 3, 4)):  # not 2.0, not True
         raise GatewayError(BAD_AUDIO, f"Unsupported sample width {width!r} (bytes)")
-    if channels not in (1, 2):
+    if not (type(channels) is int and channels in (1, 2)):
         raise GatewayError(BAD_AUDIO, f"Unsupported channel count {channels!r}")
-    assert isinstance(width, int)
-    assert isinstance(channels, int)
     return PcmFormat(rate, width, channels)
 
 

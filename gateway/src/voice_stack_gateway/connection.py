@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from wyoming.event import Event
 from wyoming.ping import Pong
 
-from .errors import BAD_REQUEST, SHUTTING_DOWN, GatewayError, ProtocolError
+from .errors import INTERNAL, SHUTTING_DOWN, GatewayError, ProtocolError
 from .metrics import Kind
 from .protocol import EventReader, encode_event
 from .session import Jobs, SessionContext
@@ -100,13 +100,14 @@ class Connection:
         handler, kind = route
         try:
             await handler(event)
-        except GatewayError as err:
+        except GatewayError as err:  # the client's mistakes (its data is checked where read)
             await self.send_error(err, kind)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            # wyoming's event classes index their data: a field missing or mistyped
-            _LOGGER.debug("Malformed %s event: %r", event.type, exc)
-            bad = GatewayError(BAD_REQUEST, f"Malformed {event.type} event: {exc!r}")
-            await self.send_error(bad, kind)
+        except ConnectionError:
+            raise
+        except Exception:  # a bug of ours: logged in full, and the client is told, not left
+            _LOGGER.exception("Unexpected failure handling a %s event", event.type)
+            bug = GatewayError(INTERNAL, f"Internal error while handling {event.type}")
+            await self.send_error(bug, kind)
 
     async def shutdown(self) -> None:
         """Gateway stopping: tell a client mid-request why, then end the connection."""

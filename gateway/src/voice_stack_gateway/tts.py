@@ -3,8 +3,10 @@ synthesize-start / synthesize-chunk* / synthesize / synthesize-stop."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from wyoming.event import Event
-from wyoming.tts import Synthesize, SynthesizeStart
+from wyoming.tts import SynthesizeVoice
 
 from .errors import BAD_REQUEST, GatewayError
 from .metrics import Kind
@@ -28,19 +30,22 @@ class TtsHandler:
         if self.stream is not None:
             return  # the compatibility copy of a streamed text: already being spoken
         await self.jobs.wait()
-        request = Synthesize.from_event(event)
-        if not request.text.strip():
+        text = event.data.get("text")
+        if not isinstance(text, str):
+            raise malformed(event, "its text must be a string")
+        requested = voice_of(event)
+        if not text.strip():
             raise GatewayError(BAD_REQUEST, "Nothing to synthesize: the text is empty")
         self.ctx.metrics.requests[Kind.TTS] += 1
-        voice = self.ctx.catalog.current.voice(request.voice, self.model)
-        await self.jobs.run(Kind.TTS, synthesize_plain(self.ctx, self.sink, request.text, voice))
+        voice = self.ctx.catalog.current.voice(requested, self.model)
+        await self.jobs.run(Kind.TTS, synthesize_plain(self.ctx, self.sink, text, voice))
 
     async def start(self, event: Event) -> None:
         await self.jobs.wait()
         if self.stream is not None:
             await self.stream.cancel()
         self.ctx.metrics.requests[Kind.TTS_STREAM] += 1
-        voice = self.ctx.catalog.current.voice(SynthesizeStart.from_event(event).voice, self.model)
+        voice = self.ctx.catalog.current.voice(voice_of(event), self.model)
         self.stream = StreamingSynthesis(self.ctx, self.sink, voice, self._ended)
 
     async def chunk(self, event: Event) -> None:
@@ -70,3 +75,21 @@ class TtsHandler:
         # compatibility synthesize are not mistaken for new requests
         if self.stream is stream and stream.stopped:
             self.stream = None
+
+
+def malformed(event: Event, why: str) -> GatewayError:
+    return GatewayError(BAD_REQUEST, f"Malformed {event.type} event: {why}")
+
+
+def voice_of(event: Event) -> SynthesizeVoice | None:
+    """The voice a synthesize or synthesize-start names (checked: the client's data is read
+    here, so whatever it holds is the client's mistake, never a crash of ours)."""
+    voice: Any = event.data.get("voice")
+    if voice is None:
+        return None
+    if not isinstance(voice, dict):
+        raise malformed(event, "its voice must be an object")
+    for field in ("name", "speaker", "language"):
+        if not isinstance(voice.get(field, ""), str | None):
+            raise malformed(event, f"its voice {field} must be a string")
+    return SynthesizeVoice.from_dict(voice)
