@@ -3,11 +3,12 @@ the connection goes on; unknown events are ignored."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
-from wyoming.audio import AudioStart
-from wyoming.event import Event
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.event import Event, async_read_event
 from wyoming.info import Describe, SelectProgram
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize
@@ -97,3 +98,73 @@ async def test_our_own_bugs_are_logged_with_a_traceback_and_answered(
     assert record.exc_info is not None
     assert record.exc_info[0] is bug
 
+
+def kinds(events: list[Event]) -> list[str]:
+    """Event types, with runs of audio chunks folded into one (their count varies)."""
+    out: list[str] = []
+    for e in events:
+        if not (e.type == "audio-chunk" and out and out[-1] == "audio-chunk"):
+            out.append(e.type)
+    return out
+
+
+async def test_a_request_waits_for_the_one_before_while_the_connection_reads_on(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory, client: Clients
+) -> None:
+    gw = await make_gateway(fake_speech.url)
+    fake_speech.delay = 0.3
+    async with client(gw) as c:
+        await c.send(Synthesize(text="One.").event(), Synthesize(text="Two words.").event())
+        events = await c.read_until("audio-stop")
+        events += await c.read_until("audio-stop")
+        await c.send(Ping(text="after").event())
+        events += await c.read_until("pong")
+    assert kinds(events) == ["audio-start", "audio-chunk", "audio-stop"] * 2 + ["pong"]
+    assert [r["input"] for r in fake_speech.requests] == ["One.", "Two words."]
+
+
+async def test_events_read_while_a_request_waits_are_answered_after_it_in_order(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory, client: Clients
+) -> None:
+    """A second synthesis waits for the first; what the client sends meanwhile is read (so a
+    client that leaves is seen) but answered only after, in order: 12 pings (more than the
+    connection holds ahead), then an utterance whose audio chunks exceed what it holds."""
+    gw = await make_gateway(fake_speech.url)
+    fake_speech.delay = 0.5  # the first answer takes a while: the rest arrives meanwhile
+    pcm = b"\x01\x00" * 400_000  # 0.8 MB per chunk
+    async with client(gw) as c:
+        await c.send(Synthesize(text="One.").event(), Synthesize(text="Two.").event())
+        await c.send(*(Ping(text=str(n)).event() for n in range(12)))
+        await c.send(AudioStart(16000, 2, 1).event())
+        await c.send(*(AudioChunk(16000, 2, 1, pcm).event() for _ in range(2)))
+        await c.send(AudioStop().event())
+        events = await c.read_until("transcript")
+    got = kinds(events)
+    first_stop = got.index("audio-stop")
+    pongs = [i for i, kind in enumerate(got) if kind == "pong"]
+    assert len(pongs) == 12
+    assert min(pongs) > first_stop  # nothing jumped ahead of the first answer
+    assert [e.data["text"] for e in events if e.type == "pong"] == [str(n) for n in range(12)]
+    assert got[-1] == "transcript"
+    assert events[-1].data["text"] == f"heard {2 * len(pcm) + 44} bytes"
+
+
+async def test_a_protocol_error_read_while_a_request_waits_ends_the_connection_after_it(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory
+) -> None:
+    gw = await make_gateway(fake_speech.url)
+    fake_speech.delay = 0.5
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    for text in ("One.", "Two."):
+        writer.write(b'{"type": "synthesize", "data": {"text": "%s"}}\n' % text.encode())
+    writer.write(b"this is not an event\n")
+    await writer.drain()
+    events: list[Event] = []
+    async with asyncio.timeout(20):
+        while (event := await async_read_event(reader)) is not None:  # until the gateway closes
+            events.append(event)
+    writer.close()
+    got = kinds(events)
+    assert got[-1] == "error"
+    assert events[-1].data["code"] == "protocol-error"
+    assert got.index("audio-stop") < got.index("error")  # the first answer came first

@@ -12,6 +12,7 @@ from typing import cast
 import pytest
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.tts import Synthesize
 
 from voice_stack_dev.fake_speech import FakeSpeech
 from voice_stack_dev.procs import Service
@@ -127,7 +128,7 @@ async def test_speech_completed_by_the_padded_last_frame_is_never_lost() -> None
     early.feed(LOUD * 20 + QUIET * 15)  # speech, then a pause: the first cut
     assert len(requests.started) == 1
     early.feed(LOUD * 3 + QUIET * 14 + QUIET[:100])  # 60 ms of speech, 14 quiet frames and a bit
-    assert early.current is requests.started[0]  # no second cut yet: 280 ms of pause
+    assert early.cuts == 1  # no second cut yet: 280 ms of pause
     assert early.at_stop() is None, "the early transcript would miss the 60 ms of speech"
     assert requests.started[0].cancelled
     assert len(requests.started) == 1  # no new early request at audio-stop
@@ -322,3 +323,26 @@ async def test_a_client_leaving_after_audio_stop_cancels_the_early_answer(
     await wait_for(lambda: fake_speech.cancelled == 1)
     await wait_for(lambda: gw.metrics.active_sessions == 0)
     assert early(gw) == {"hit": 0, "miss": 0, "wasted": 0}
+
+
+async def test_a_client_leaving_while_audio_stop_waits_cancels_everything_upstream(
+    phrases: dict[str, bytes],
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    """A plain synthesis asked mid-utterance is still being answered at audio-stop, so the
+    transcription waits for it; the client leaves then. Both upstream requests (the synthesis
+    and the early transcription) end at once, not when the 60 s first-byte timeout fires."""
+    gw = await make_gateway(fake_speech.url, first_byte_timeout=60)
+    fake_speech.mode = "hang"
+    async with client(gw) as c:
+        await start(c, phrases["light"] + silence(0.5))
+        await wait_for(lambda: len(fake_speech.requests) == 1)  # the early request
+        await c.send(Synthesize(text="Hello there.").event())
+        await wait_for(lambda: len(fake_speech.requests) == 2)  # the synthesis
+        await c.send(AudioStop().event())
+    await wait_for(lambda: fake_speech.cancelled == 2)
+    await wait_for(lambda: gw.metrics.active_sessions == 0)
+    left = [t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith(("stt", "tts"))]
+    assert left == []

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from wyoming.event import Event
 from wyoming.ping import Pong
@@ -20,6 +22,10 @@ from .tts import TtsHandler
 
 _LOGGER = logging.getLogger(__name__)
 Route = tuple[Callable[[Event], Awaitable[None]], Kind]
+# While a request waits for the job before it, the connection reads on (to see a client that
+# leaves) until it holds this many events or this much audio; then it waits as before.
+AHEAD_EVENTS = 8
+AHEAD_BYTES = 1024 * 1024
 
 
 class Connection:
@@ -30,7 +36,12 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self._closed = False
-        self.jobs = Jobs(self)
+        self._events = EventReader(reader)
+        # events read while a request waited for the job before it, handled next, in order
+        self._ahead: deque[Event | ProtocolError] = deque()
+        self._ahead_bytes = 0  # their payloads
+        self._reading: asyncio.Future[Event | None] | None = None  # a read in flight
+        self.jobs = Jobs(self, self._until_done)
         self.stt = SttHandler(ctx, self, self.jobs)
         self.tts = TtsHandler(ctx, self, self.jobs)
         self._routes: dict[str, Route] = {  # by Wyoming event type
@@ -74,9 +85,8 @@ class Connection:
         return self.jobs.busy or self.stt.active or self.tts.active
 
     async def run(self) -> None:
-        events = EventReader(self.reader)
         try:
-            while (event := await events.read()) is not None:
+            while (event := await self._next()) is not None:
                 await self._handle(event)
         except ProtocolError as err:
             await self.send_error(err, Kind.PROTOCOL)
@@ -84,10 +94,50 @@ class Connection:
             pass
         finally:
             self._closed = True
+            if self._reading is not None:
+                self._reading.cancel()
             await self.jobs.cancel()
             await self.stt.close()
             await self.tts.close()
             self.writer.close()
+
+    async def _next(self) -> Event | None:
+        if self._ahead:
+            item = self._ahead.popleft()
+            if isinstance(item, ProtocolError):
+                raise item
+            self._ahead_bytes -= len(item.payload or b"")
+            return item
+        if self._reading is not None:
+            reading, self._reading = self._reading, None
+            return await reading
+        return await self._events.read()
+
+    async def _until_done(self, job: asyncio.Task[None]) -> None:
+        """Wait for the job before a request while reading the client's next events (kept for
+        later, in order): a client that leaves meanwhile ends the connection, and with it every
+        request of its own upstream, at once rather than when that job is done."""
+        while not job.done():
+            if self._reading is None:
+                if len(self._ahead) >= AHEAD_EVENTS or self._ahead_bytes >= AHEAD_BYTES:
+                    await asyncio.wait({job})
+                    return
+                self._reading = asyncio.ensure_future(self._events.read())
+            either: set[asyncio.Future[Any]] = {job, self._reading}
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+            if not self._reading.done():
+                continue  # the job is done; the read goes on for _next
+            reading, self._reading = self._reading, None
+            try:
+                event = reading.result()
+            except ProtocolError as err:  # answered in order, after the events before it
+                self._ahead.append(err)
+                await asyncio.wait({job})
+                return
+            if event is None:
+                raise ConnectionResetError("the client left")
+            self._ahead.append(event)
+            self._ahead_bytes += len(event.payload or b"")
 
     async def _handle(self, event: Event) -> None:
         if event.type == "audio-chunk":  # the hot path first

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -79,13 +79,22 @@ class SessionContext:
     catalog: CatalogService
 
 
+Waiter = Callable[["asyncio.Task[None]"], Awaitable[None]]
+
+
+async def _shielded(task: asyncio.Task[None]) -> None:
+    await asyncio.shield(task)
+
+
 class Jobs:
     """A connection's upstream work (a transcription or a plain synthesis) runs beside its
     reader, so a disconnect is seen (and cancels it); one at a time, so answers keep the order
-    of the requests."""
+    of the requests. A request that must wait for the job before it waits with `until_done`
+    (the connection's: it keeps reading, so a client that leaves meanwhile is seen)."""
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Sink, until_done: Waiter = _shielded) -> None:
         self._sink = sink
+        self._until_done = until_done
         self._task: asyncio.Task[None] | None = None
         self._coro: Coroutine[Any, Any, None] | None = None
 
@@ -106,7 +115,7 @@ class Jobs:
     async def wait(self) -> None:
         """Until the running job is done (the next request is answered after it)."""
         if self._task is not None and not self._task.done():
-            await asyncio.shield(self._task)
+            await self._until_done(self._task)
 
     async def cancel(self) -> None:
         if self._task is not None and not self._task.done():

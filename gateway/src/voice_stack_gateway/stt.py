@@ -63,7 +63,11 @@ class SttHandler:
         if utterance is None:
             raise GatewayError(BAD_REQUEST, "audio-stop arrived before audio-start")
         self.ctx.metrics.requests[Kind.STT] += 1
-        await self.jobs.run(Kind.STT, answer(self.ctx, self.sink, utterance))
+        try:
+            await self.jobs.run(Kind.STT, answer(self.ctx, self.sink, utterance))
+        except BaseException:  # the client left while the job before ran: this never started
+            await utterance.close()  # its early requests end with it
+            raise
 
     async def close(self) -> None:
         await self._replace(None)
