@@ -80,6 +80,11 @@ CASES = [
         chat_body(',"x":' + "[" * 20 + "]" * 20 + ',"id_slot":0'),
     ),
     g("BOM then id_slot 0", CHAT, b"\xef\xbb\xbf" + chat_body(',"id_slot":0')),
+    # a general client's own pin on a free slot is kept (re-serialised: exactly one id_slot)
+    g("id_slot 1", CHAT, chat_body(',"id_slot":1'), expect="pinned", slot=1),
+    g("float 3.0", CHAT, chat_body(',"id_slot":3.0'), expect="pinned", slot=3),
+    g("alias of 1", CHAT, chat_body(',"id\\u005fslot":1'), expect="pinned", slot=1),
+    g("duplicate, last 3", CHAT, chat_body(',"id_slot":0,"id_slot":3'), expect="pinned", slot=3),
     g("/completion", "/completion", b'{"prompt":"hi","n_predict":2,"id_slot":0}'),
     g("/completions", "/completions", b'{"prompt":"hi","max_tokens":2,"id_slot":0}'),
     g("/v1/completions", "/v1/completions", b'{"prompt":"hi","max_tokens":2,"id_slot":0}'),
@@ -275,6 +280,8 @@ def test_what_reached_the_upstream(
     assert got.headers["authorization"] == f"Bearer {RECORDED_UPSTREAM_KEY}"
     if case.expect == "passed":
         assert got.body == strip_bom(case.body or b"")
+    elif case.expect == "pinned" and case.key == "general":  # its own pin, re-serialised
+        assert got.id_slots() == [case.slot]
     elif case.expect == "pinned":
         assert got.id_slots()[-1] == case.slot  # llama-server reads the last duplicate
     else:  # routed: exactly one id_slot, on a non-reserved slot; every other field as sent

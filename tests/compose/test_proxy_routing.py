@@ -159,6 +159,22 @@ def test_agent_keeps_the_slot_it_names(
         assert slot_of(llm_proxy, llama_text, CHAT, pinned, general(llm_proxy)) != 0
 
 
+def test_a_general_client_keeps_a_free_slot_it_names(
+    llm_proxy: NginxProxy, llama_text: LlamaServer
+) -> None:
+    """A general client that pins a slot itself (as Home Assistant integrations that keep a
+    slot's cache do) keeps it when it is free; a reserved or out-of-range one is re-routed."""
+    for slot in (1, 2, 3):
+        for n in range(3):  # conversations the hash would spread over the free slots
+            pinned = chat(f"my own slot {n}", id_slot=slot)
+            assert slot_of(llm_proxy, llama_text, CHAT, pinned, general(llm_proxy)) == slot
+    raw = {"prompt": "my own slot", "n_predict": 2, "id_slot": 2}
+    assert slot_of(llm_proxy, llama_text, "/completion", raw, general(llm_proxy)) == 2
+    for bad in (0, 4, -1, 2.5, "2"):
+        routed = chat("not a slot of mine", id_slot=bad)
+        assert slot_of(llm_proxy, llama_text, CHAT, routed, general(llm_proxy)) != 0, bad
+
+
 def test_escapes_and_utf8_survive_the_splice(
     llm_proxy: NginxProxy, llama_text: LlamaServer
 ) -> None:

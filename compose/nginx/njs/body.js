@@ -94,24 +94,38 @@ function fansOut(req) {
     });
 }
 
-// The body for llama-server and the slot it runs on, or a refusal. The general key always
-// gets a non-reserved slot; the agent key keeps a valid slot it names.
+// The slot an id_slot names, if it is one llama-server runs as named (an integer below
+// LLM_PARALLEL), else -1.
+function named(r, req) {
+    var slot = req.id_slot;
+    if (typeof slot !== 'number' || slot % 1 !== 0 || slot < 0 || slot >= slots.total(r)) {
+        return -1;
+    }
+    return slot;
+}
+
+// The body for llama-server and the slot it runs on, or a refusal. The agent key keeps a valid
+// slot it names; the general key keeps a non-reserved one it names (a client that pins its
+// own slot keeps its cache) and gets a non-reserved slot for anything else.
 function route(r, scope) {
     var parsed = parse(r);
     if (parsed.status) {
         return parsed;
     }
     var req = parsed.req;
+    var pinned = own(req, 'id_slot') ? named(r, req) : -1;
     if (scope === 'agent' && own(req, 'id_slot')) {
-        var named = req.id_slot;
-        if (typeof named !== 'number' || named % 1 !== 0 || named < 0 || named >= slots.total(r)) {
+        if (pinned < 0) {
             return refusal(400, 'id_slot must be an integer from 0 to ' + (slots.total(r) - 1));
         }
-        return { body: parsed.text, slot: named };
+        return { body: parsed.text, slot: pinned };
     }
     if (scope !== 'agent' && fansOut(req)) {
         return refusal(400, 'n (several completions per request) runs on other slots at ' +
             'once: ask for one completion per request');
+    }
+    if (pinned >= 0 && !slots.isReserved(r, pinned)) {
+        return { body: withSlot(parsed, pinned), slot: pinned };  // re-serialised: one id_slot
     }
     var slot = slots.pick(r, req);
     if (slot < 0) {
