@@ -138,7 +138,8 @@ async def async_remove_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) 
 
 
 async def async_migrate_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
-    """1.1 -> 1.2: an agent's one `slot` number becomes its pool `slots`.
+    """1.1 -> 1.2: an agent's one `slot` number becomes its pool `slots`; 1.2 -> 1.3: the URL
+    is no longer the unique id (entries have none; the flow refuses a duplicate URL).
 
     HA itself refuses an entry of a higher major version; a higher minor one is compatible.
     """
@@ -150,4 +151,7 @@ async def async_migrate_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
                 hass.config_entries.async_update_subentry(entry, subentry, data=data)
         hass.config_entries.async_update_entry(entry, minor_version=2)
         LOGGER.debug("Migrated %s to version 1.2 (slot pools)", entry.title)
+    if entry.minor_version < 3:
+        hass.config_entries.async_update_entry(entry, unique_id=None, minor_version=3)
+        LOGGER.debug("Migrated %s to version 1.3 (no URL as unique id)", entry.title)
     return True

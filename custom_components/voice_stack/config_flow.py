@@ -99,7 +99,7 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
     """Add a llama-server (usually behind the Voice Stack auth proxy)."""
 
     VERSION = 1
-    MINOR_VERSION = 2
+    MINOR_VERSION = 3
 
     async def async_step_user(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
         """Ask for the URL and key, verify them, create the entry and a first agent."""
@@ -110,8 +110,8 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
             gateway_url = normalize_gateway_url(user_input.get(CONF_GATEWAY_URL))
             errors, props = await validate_server(self.hass, url, api_key)
             if not (errors := errors or await validate_gateway(self.hass, gateway_url)):
-                await self.async_set_unique_id(without_userinfo(url))
-                self._abort_if_unique_id_configured()
+                if self._configured(url):
+                    return self.async_abort(reason="already_configured")
                 return self.async_create_entry(
                     title=entry_title(url, props),
                     data={CONF_URL: url, CONF_API_KEY: api_key},
@@ -147,7 +147,7 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
         if user_input is not None:
             api_key = (user_input.get(CONF_API_KEY) or "").strip()
             errors, _ = await validate_server(self.hass, entry.data[CONF_URL], api_key)
-            if not errors:
+            if not errors:  # the same key too: the user fixed the server, set it up afresh
                 return self._async_update_and_abort(entry, data_updates={CONF_API_KEY: api_key})
         return self.async_show_form(
             step_id="reauth_confirm",
@@ -165,17 +165,12 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
         if user_input is not None:
             url = normalize_url(user_input[CONF_URL])
             api_key = (user_input.get(CONF_API_KEY) or "").strip()
-            unique_id = without_userinfo(url)
-            if any(
-                e.unique_id == unique_id and e.entry_id != entry.entry_id
-                for e in self._async_current_entries(include_ignore=False)
-            ):
+            if self._configured(url, but=entry):
                 return self.async_abort(reason="already_configured")
             errors, props = await validate_server(self.hass, url, api_key)
             if not errors:
                 return self._async_update_and_abort(
                     entry,
-                    unique_id=unique_id,
                     title=entry_title(url, props),
                     data_updates={CONF_URL: url, CONF_API_KEY: api_key},
                 )
@@ -189,15 +184,38 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
         )
 
     @callback
-    def _async_update_and_abort(self, entry: ConfigEntry, **changes: Any) -> ConfigFlowResult:
-        """Save the changes; HA's pattern for who reloads (a second reload is deprecated).
+    def _configured(self, url: str, but: ConfigEntry | None = None) -> bool:
+        """Whether another entry has this server (the URL without user:pass@).
 
-        A loaded entry has its update listener, which reloads it; an entry whose setup
-        failed (a rejected key) has none, so the flow reloads it.
+        llama-server gives no id of its own, and a URL is no unique id (reconfigure changes
+        it): entries have none, and duplicates are refused by URL here.
         """
+        server = without_userinfo(url)
+        return any(
+            without_userinfo(str(e.data.get(CONF_URL, ""))) == server
+            for e in self._async_current_entries(include_ignore=False)
+            if but is None or e.entry_id != but.entry_id
+        )
+
+    @callback
+    def _async_update_and_abort(
+        self, entry: ConfigEntry, *, data_updates: dict[str, Any], **changes: Any
+    ) -> ConfigFlowResult:
+        """Save the changes and set the entry up afresh, exactly once, changed or not.
+
+        A loaded entry's update listener reloads it when something changed (a second reload
+        by the flow is deprecated); when nothing changed the listener stays silent, so the
+        flow reloads it, as it does an entry whose setup failed (it has no listener).
+        """
+        changed = any(entry.data.get(k) != v for k, v in data_updates.items()) or any(
+            getattr(entry, k) != v for k, v in changes.items()
+        )
+        if entry.update_listeners and changed:
+            return self.async_update_and_abort(entry, data_updates=data_updates, **changes)
         if entry.update_listeners:
-            return self.async_update_and_abort(entry, **changes)
-        return self.async_update_reload_and_abort(entry, **changes)
+            self.hass.config_entries.async_schedule_reload(entry.entry_id)
+            return self.async_update_and_abort(entry, data_updates=data_updates, **changes)
+        return self.async_update_reload_and_abort(entry, data_updates=data_updates, **changes)
 
     @staticmethod
     @callback

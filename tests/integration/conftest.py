@@ -160,7 +160,6 @@ def mock_config_entry(
         *agents,
         entry_id="voicestacktestentry",
         title="fake-model on 127.0.0.1",
-        unique_id=server.url,
         options={CONF_GATEWAY_URL: gateway_url} if gateway_url else {},
     )
 

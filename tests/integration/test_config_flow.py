@@ -51,7 +51,7 @@ async def test_user_flow_creates_server_and_agent(
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert result["data"] == {CONF_URL: llama_text.url, CONF_API_KEY: llama_text.api_key}
     entry = result["result"]
-    assert entry.unique_id == llama_text.url
+    assert entry.unique_id is None, "a URL is no unique id (reconfigure can change it)"
     (sub,) = entry.subentries.values()
     assert sub.subentry_type == SUBENTRY_CONVERSATION
     assert sub.data[CONF_SLOTS] == [0]
@@ -111,10 +111,8 @@ async def test_not_llama_props(hass: HomeAssistant, fake: FakeLlama) -> None:
 def _entry(
     hass: HomeAssistant, url: str, key: str | None, subs: list[dict[str, Any]] | None = None
 ) -> MockConfigEntry:
-    """An entry as the user flow makes it (unique id = URL), added to HA."""
-    return stack_entry(
-        hass, url, key or "", *(subs if subs is not None else [agent(0)]), unique_id=url
-    )
+    """An entry as the user flow makes it (no unique id), added to HA."""
+    return stack_entry(hass, url, key or "", *(subs if subs is not None else [agent(0)]))
 
 
 async def _loaded_entry(
@@ -150,16 +148,19 @@ async def test_reauth(hass: HomeAssistant, llama_text: LlamaServer) -> None:
 
 
 async def test_user_flow_url_with_credentials(hass: HomeAssistant, llama_factory: Any) -> None:
-    """user:pass@ in the URL is kept for the requests, but not in the title or unique id."""
+    """user:pass@ in the URL is kept for the requests, but not in the title; the same server
+    without them is the same server."""
     server = llama_factory("tiny-text", api_key=None, ctx_per_slot=512)
     url = server.url.replace("http://", "http://Admin:S3cret@")
     result = await _user_flow(hass, url.replace("http://", "HTTP://") + "/", "")
     assert result["type"] is FlowResultType.CREATE_ENTRY
     entry = result["result"]
     assert entry.title == "tiny-text on 127.0.0.1"
-    assert entry.unique_id == server.url
+    assert entry.unique_id is None
     assert entry.data[CONF_URL] == url  # the password keeps its case
-    assert "S3cret" not in entry.title + entry.unique_id
+    assert "S3cret" not in entry.title
+    again = await _user_flow(hass, server.url, "")
+    assert (again["type"], again["reason"]) == (FlowResultType.ABORT, "already_configured")
 
 
 def _count_setups(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -200,6 +201,28 @@ async def test_reauth_of_loaded_entry_reloads_once(
     assert "update listener" not in caplog.text
 
 
+async def test_reauth_with_the_same_key_reloads_once(
+    hass: HomeAssistant,
+    llama_text: LlamaServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Confirming the key the entry already has (the server was fixed, not the key) still sets
+    the entry up afresh, once, without HA's warning about an update listener."""
+    entry = await _loaded_entry(hass, llama_text)
+    assert entry.state is ConfigEntryState.LOADED
+    calls = _count_setups(monkeypatch)
+    result = await entry.start_reauth_flow(hass)
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {CONF_API_KEY: llama_text.api_key}
+    )
+    assert result["reason"] == "reauth_successful"
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+    assert calls == [entry.entry_id]
+    assert "update listener" not in caplog.text
+
+
 async def test_reconfigure(
     hass: HomeAssistant,
     llama_text: LlamaServer,
@@ -225,7 +248,7 @@ async def test_reconfigure(
     assert ok["type"] is FlowResultType.ABORT
     assert ok["reason"] == "reconfigure_successful"
     assert entry.data[CONF_URL] == llama_tool.url
-    assert entry.unique_id == llama_tool.url
+    assert entry.unique_id is None
     await hass.async_block_till_done()
     assert entry.state is ConfigEntryState.LOADED
     assert calls == [entry.entry_id], "the update listener alone reloads the entry"

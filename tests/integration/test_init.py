@@ -10,7 +10,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.helpers import issue_registry as ir
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.voice_stack.const import CONF_SLOT, CONF_SLOTS, DOMAIN
+from custom_components.voice_stack.const import CONF_SLOT, CONF_SLOTS, CONF_URL, DOMAIN
 from tests.integration.fakes import FakeLlama
 from tests.integration.helpers import agent, issues, setup_entry, stack_entry
 
@@ -57,10 +57,20 @@ async def test_one_slot_agents_become_slot_pools(hass: HomeAssistant, fake: Fake
     entry = stack_entry(hass, fake.url, fake.key, *old, minor_version=1)
     await setup_entry(hass, entry)
     assert entry.state is ConfigEntryState.LOADED
-    assert entry.minor_version == 2
+    assert entry.minor_version == 3
     assert [s.data[CONF_SLOTS] for s in entry.subentries.values()] == [[0], [2]]
     assert all(CONF_SLOT not in s.data for s in entry.subentries.values())
     assert [a.slots for a in entry.runtime_data.agents.values()] == [(0,), (2,)]
+
+
+async def test_the_url_is_no_longer_the_unique_id(hass: HomeAssistant, fake: FakeLlama) -> None:
+    """Entries of version 1.2 had their URL as unique id: 1.3 has none (duplicates are refused
+    by URL in the flow instead)."""
+    entry = stack_entry(hass, fake.url, fake.key, agent(0), minor_version=2, unique_id=fake.url)
+    await setup_entry(hass, entry)
+    assert entry.state is ConfigEntryState.LOADED
+    assert (entry.minor_version, entry.unique_id) == (3, None)
+    assert entry.data[CONF_URL] == fake.url
 
 
 async def test_a_newer_entry_is_not_downgraded(hass: HomeAssistant, fake: FakeLlama) -> None:
@@ -70,11 +80,11 @@ async def test_a_newer_entry_is_not_downgraded(hass: HomeAssistant, fake: FakeLl
 
 
 async def test_a_newer_minor_version_loads_unchanged(hass: HomeAssistant, fake: FakeLlama) -> None:
-    """1.3 would be written by a newer Voice Stack that stayed compatible: nothing to migrate."""
-    entry = stack_entry(hass, fake.url, fake.key, agent(1), minor_version=3)
+    """1.4 would be written by a newer Voice Stack that stayed compatible: nothing to migrate."""
+    entry = stack_entry(hass, fake.url, fake.key, agent(1), minor_version=4)
     await setup_entry(hass, entry)
     assert entry.state is ConfigEntryState.LOADED
-    assert entry.minor_version == 3
+    assert entry.minor_version == 4
     assert [s.data[CONF_SLOTS] for s in entry.subentries.values()] == [[1]]
 
 
