@@ -104,16 +104,14 @@ class SlotScheduler:
         conversation_id: str | None = None,
         *,
         background: bool = False,
-        wait_s: float | None = None,
     ) -> AsyncIterator[int]:
         """Hold a slot of `pool` for one request (or one turn's tool loop).
 
-        Raises TimeoutError when no pool slot frees within `wait_s` seconds.
+        It waits as long as it takes: the caller's own deadline bounds the wait.
         """
         if not pool:
             raise ValueError("an agent needs at least one slot")
-        async with asyncio.timeout(wait_s):
-            slot = await self._acquire(pool, conversation_id, background)
+        slot = await self._acquire(pool, conversation_id, background)
         if conversation_id:
             self._remember(conversation_id, slot)
         try:
