@@ -1,14 +1,18 @@
 """A fake upstream for the proxy tests that records every request exactly as it arrived (request
 line, headers, body) and answers 200 with a small JSON body: for what llama-server cannot show
-(the bytes of a body, the path it was asked for, the headers it got)."""
+(the bytes of a body, the path it was asked for, the headers it got). A request whose query
+holds ``ticks=N`` is answered with a stream instead: N lines, one every 10 ms (a reply that
+streams for as long as a test needs, at a pace it can watch)."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from voice_stack_dev.procs import free_port
 
@@ -45,12 +49,31 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {name.lower(): value for name, value in self.headers.items()}
         with self.server.lock:
             self.server.received.append(Received(self.command, self.path, headers, body))
+        ticks = parse_qs(urlsplit(self.path).query).get("ticks")
+        if ticks:
+            self._stream(int(ticks[0]))
+            return
         reply = b'{"recorded":true}'
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))
         self.end_headers()
         self.wfile.write(reply)
+
+    def _stream(self, lines: int) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for n in range(lines):
+                line = f"data: {n}\n".encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+                time.sleep(0.01)  # the pace of the stream, not a wait for anything
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass  # the client stopped reading
 
     do_GET = do_POST = do_DELETE = do_PUT = do_HEAD = _record
 

@@ -13,6 +13,7 @@ var TYPES = {
     403: 'permission_error',
     404: 'not_found_error',
     405: 'invalid_request_error',
+    413: 'invalid_request_error',
     415: 'invalid_request_error',
     503: 'unavailable_error'
 };

@@ -57,17 +57,19 @@ function isSystem(message) {
 }
 
 // Text of a message content or prompt, cut to limit. Content parts keep only their text, so
-// an attached image (base64, megabytes) is never serialised just to be hashed.
-function text(value, limit) {
+// an attached image (base64, megabytes) is never serialised just to be hashed. reveal(s) is
+// the text of a string (body.js: a long string of a big body is kept aside, unparsed).
+function text(value, limit, reveal) {
     if (value === undefined || value === null) {
         return '';
     }
     var s;
     if (typeof value === 'string') {
-        s = value;
+        s = reveal(value);
     } else if (Array.isArray(value)) {
         s = value.map(function (part) {
-            return part !== null && typeof part === 'object' ? String(part.text || '') : String(part);
+            var t = part !== null && typeof part === 'object' ? part.text || '' : part;
+            return typeof t === 'string' ? reveal(t) : String(t);
         }).join('\n');
     } else {
         s = JSON.stringify(value);
@@ -83,13 +85,13 @@ function withoutDigits(s) {
 }
 
 // Leading system messages (their numbers left out) and the first other turn of a message list.
-function conversationStart(head, messages) {
+function conversationStart(head, messages, reveal) {
     var parts = [head];
     for (var i = 0; i < messages.length; i++) {
         var message = messages[i];
         var system = isSystem(message);
         var content = message !== null && typeof message === 'object' ? message.content : message;
-        var part = text(content, system ? SYSTEM_CHARS : FIRST_TURN_CHARS);
+        var part = text(content, system ? SYSTEM_CHARS : FIRST_TURN_CHARS, reveal);
         parts.push(system ? withoutDigits(part) : part);
         if (!system) {
             break;
@@ -101,34 +103,37 @@ function conversationStart(head, messages) {
 // The part of a request that stays the same for a whole conversation: the start of its system
 // text (without numbers) and of its first turn for chat and responses; the start of the prompt
 // for completions.
-function stablePrefix(req) {
+function stablePrefix(req, reveal) {
     if (Array.isArray(req.messages)) {
-        return conversationStart('', req.messages);
+        return conversationStart('', req.messages, reveal);
     }
     if (req.input !== undefined) {  // /v1/responses
-        var head = withoutDigits(text(req.instructions, SYSTEM_CHARS));
+        var head = withoutDigits(text(req.instructions, SYSTEM_CHARS, reveal));
         if (Array.isArray(req.input)) {
-            return conversationStart(head, req.input);
+            return conversationStart(head, req.input, reveal);
         }
-        return head + '\u0000' + text(req.input, FIRST_TURN_CHARS);
+        return head + '\u0000' + text(req.input, FIRST_TURN_CHARS, reveal);
     }
     var prompt = req.prompt !== undefined ? req.prompt : req.input_prefix;  // /infill
     if (Array.isArray(prompt)) {
         // several prompts: the first one; token ids: the first ones
         prompt = typeof prompt[0] === 'number' ? prompt.slice(0, 128) : prompt[0];
     }
-    return text(prompt, PROMPT_CHARS);
+    return text(prompt, PROMPT_CHARS, reveal);
 }
 
 // A non-reserved slot for req (the same one for every turn of a conversation), or -1 when
 // every slot is reserved.
-function pick(r, req) {
+function pick(r, req, reveal) {
     var slots = free(r);
     if (slots.length === 0) {
         return -1;
     }
-    var hex = crypto.createHash('md5').update(stablePrefix(req)).digest('hex');
+    var hex = crypto.createHash('md5').update(stablePrefix(req, reveal)).digest('hex');
     return slots[parseInt(hex.substring(0, 8), 16) % slots.length];
 }
 
-export default { total, isReserved, reserved, slotId, pick };
+// The most characters the routing key takes of any one string.
+var KEY_CHARS = Math.max(SYSTEM_CHARS, FIRST_TURN_CHARS, PROMPT_CHARS);
+
+export default { total, isReserved, reserved, slotId, pick, KEY_CHARS };
