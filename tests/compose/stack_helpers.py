@@ -85,8 +85,33 @@ case "$1 $2" in
     done
     echo '{"schemaVersion":2}' ;;
   "ps --filter") echo "${FAKE_PS:-}" ;;
+  "image inspect")
+    for local in ${FAKE_LOCAL:-}; do [[ "$3" != "$local" ]] || { echo '[{}]'; exit 0; }; done
+    echo "Error response from daemon: No such image: $3" >&2; exit 1 ;;
+  "pull -q") echo "$3" ;;
+  "run --rm")  # the image's llama-server --help: the real one of the tested build, or a stand-in's
+    if [[ -n "${FAKE_LLAMA_HELP:-}" ]]; then cat "$FAKE_LLAMA_HELP"
+    else "$LLAMA_SERVER" --help; fi ;;
   *) echo "stand-in docker: unexpected arguments: $*" >&2; exit 99 ;;
 esac
+"""
+
+# A stand-in nvidia-smi: FAKE_GPUS holds the CSV lines ("name, driver, compute cap"), ';'-separated;
+# empty, the failure nvidia-smi prints on a host whose driver does not answer.
+STAND_IN_NVIDIA_SMI = """#!/usr/bin/env bash
+echo "$*" >>"$FAKE_DOCKER_LOG.nvidia-smi"
+[[ "$*" == "--query-gpu=name,driver_version,compute_cap --format=csv,noheader" ]] ||
+  { echo "stand-in nvidia-smi: unexpected arguments: $*" >&2; exit 99; }
+if [[ -z "${FAKE_GPUS:-}" ]]; then
+  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." >&2; exit 9
+fi
+tr ';' '\\n' <<<"$FAKE_GPUS"
+"""
+
+# The real Compose, every call logged (to see what ran and what did not).
+LOGGING_COMPOSE = """#!/usr/bin/env bash
+echo "$*" >>"$FAKE_DOCKER_LOG.compose"
+exec "{real}" "$@"
 """
 
 # A stand-in Compose that reports an old version and is the real binary otherwise.

@@ -24,7 +24,7 @@ from tests.compose.stack_helpers import (
 )
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import BUILDS, TEMPLATE, NginxBuild, envsubst, render_prefix
-from voice_stack_dev.paths import LLAMA_SERVER, MODELS, venv_bin
+from voice_stack_dev.paths import LLAMA_SERVER, MODELS, REPO, venv_bin
 from voice_stack_dev.procs import free_port
 from voice_stack_dev.rawhttp import call
 
@@ -55,18 +55,44 @@ def test_every_profile_validates(env_file: Path, profiles: str) -> None:
     assert set(services.stdout.split()) == PROFILES[profiles]
 
 
+PUBLISHED_GATEWAY = "ghcr.io/voice-stack/voice-stack-gateway:0.2.0@sha256:" + "ab" * 32
+
+
 @pytest.mark.parametrize("service", [*sorted(GPU_SERVICES), "gateway"])
 def test_build_overrides_validate(env_file: Path, tmp_path: Path, service: str) -> None:
     extra = {f"{service.upper()}_BUILD_CONTEXT": str(tmp_path)}
     files = stack(env_file, "files", extra_env=extra).stdout.split()
-    assert files == [
-        str(COMPOSE_DIR / "compose.yaml"),
-        str(COMPOSE_DIR / "build" / f"{service}.yaml"),
-    ]
+    expected = [COMPOSE_DIR / "compose.yaml", COMPOSE_DIR / "gpu.yaml",
+                COMPOSE_DIR / "build" / "gateway.yaml"]  # fmt: skip
+    if service != "gateway":
+        expected.append(COMPOSE_DIR / "build" / f"{service}.yaml")
+    assert files == [str(path) for path in expected]
     built = model(env_file, {"COMPOSE_PROFILES": "speech,gateway", **extra})["services"][service]
     assert built["build"]["context"] == str(tmp_path)
     assert built["pull_policy"] == "build"
     assert built["image"] == f"voice-stack-{service}:local"
+
+
+def test_the_gateway_is_built_from_this_checkout_by_default(env_file: Path) -> None:
+    gateway = model(env_file, {"COMPOSE_PROFILES": "gateway"})["services"]["gateway"]
+    assert gateway["build"]["context"] == str(REPO / "gateway")
+    assert gateway["image"] == "voice-stack-gateway:local"
+    published = {"COMPOSE_PROFILES": "gateway", "GATEWAY_IMAGE": PUBLISHED_GATEWAY}
+    files = stack(env_file, "files", extra_env=published).stdout.split()
+    assert str(COMPOSE_DIR / "build" / "gateway.yaml") not in files
+    gateway = model(env_file, published)["services"]["gateway"]
+    assert "build" not in gateway
+    assert gateway["image"] == PUBLISHED_GATEWAY
+
+
+def test_extra_compose_files_come_last(env_file: Path, tmp_path: Path) -> None:
+    extra = tmp_path / "mine.yaml"
+    extra.write_text("services:\n  llm:\n    environment:\n      MINE: '1'\n")
+    env = {"VOICE_STACK_COMPOSE_FILES": f"{extra}:", "STACK_DEVICE": "cpu"}
+    files = stack(env_file, "files", extra_env=env).stdout.split()
+    assert files == [str(COMPOSE_DIR / "compose.yaml"), str(COMPOSE_DIR / "build" / "gateway.yaml"),
+                     str(extra)]  # fmt: skip
+    assert model(env_file, env)["services"]["llm"]["environment"]["MINE"] == "1"
 
 
 def test_missing_env_file_says_how_to_start(tmp_path: Path) -> None:
@@ -165,12 +191,14 @@ def test_env_example_documents_every_variable(env_file: Path, tmp_path: Path) ->
     used: set[str] = set()
     for build in ("", str(tmp_path)):  # the images' variables, then the build overrides'
         extra = {f"{svc}_BUILD_CONTEXT": build for svc in ("LLM", "ASR", "TTS", "GATEWAY")}
+        extra["GATEWAY_IMAGE"] = "" if build else PUBLISHED_GATEWAY
         result = stack(env_file, "config", "--variables", "--format", "json", extra_env=extra)
         assert result.returncode == 0, result.stderr
         used |= set(json.loads(result.stdout))
     assert used - documented == {"LLM_CTX_SIZE"}  # computed by ./stack, explained in a comment
     assert "LLM_CTX_SIZE" in (COMPOSE_DIR / ".env.example").read_text()
-    assert documented - used == {"COMPOSE_PROFILES", "LLM_CTX_PER_SLOT"}  # read by compose/stack
+    # read by compose/stack
+    assert documented - used == {"COMPOSE_PROFILES", "LLM_CTX_PER_SLOT", "STACK_DEVICE"}
 
 
 def test_service_model(env_file: Path) -> None:
@@ -181,23 +209,29 @@ def test_service_model(env_file: Path) -> None:
         assert service["healthcheck"]["start_period"], name
         devices = service.get("deploy", {}).get("resources", {}).get("reservations", {})
         assert bool(devices.get("devices")) == (name in GPU_SERVICES), name
-    # Only the proxy and the gateway are published, on the old stack's ports.
+    # The proxy and the gateway are published on the old stack's ports; the speech servers on
+    # this host's loopback only (for a gateway run outside Docker); llama-server not at all.
     published = {
-        name: sorted(int(port["published"]) for port in service.get("ports", []))
+        name: sorted((port["host_ip"], int(port["published"])) for port in service.get("ports", []))
         for name, service in services.items()
     }
     assert published == {
         "llm": [],
-        "llm-auth": [11434],
-        "asr": [],
-        "tts": [],
-        "gateway": [10300, 10301],
+        "llm-auth": [("0.0.0.0", 11434)],
+        "asr": [("127.0.0.1", 8000)],
+        "tts": [("127.0.0.1", 8880)],
+        "gateway": [("0.0.0.0", 10300), ("0.0.0.0", 10301)],
     }
     assert services["llm"]["healthcheck"]["start_period"] == "15m0s"
     assert services["llm-auth"]["depends_on"]["llm"]["condition"] == "service_started"
-    # The gateway starts without waiting for the speech servers, from the published image.
-    assert "depends_on" not in services["gateway"]
-    assert "build" not in services["gateway"]
+    # The gateway starts after the speech servers when they run here, without waiting for
+    # them to be healthy (or for them at all without the speech profile); built here.
+    for backend in ("asr", "tts"):
+        assert services["gateway"]["depends_on"][backend] == {
+            "condition": "service_started", "required": False
+        }  # fmt: skip
+    assert services["gateway"]["build"]["context"] == str(REPO / "gateway")
+    assert services["tts"]["environment"]["MODEL_AUTO_UNLOAD_TIMEOUT_SECONDS"] == "0"
     # The pieces that must agree: llama-server's port, the proxy's upstream, listen port and probe.
     auth = services["llm-auth"]
     assert "--port 8080" in " ".join(services["llm"]["command"])
@@ -215,7 +249,9 @@ def test_service_model(env_file: Path) -> None:
     assert gateway_env["GATEWAY_HTTP_URI"] == "tcp://0.0.0.0:10301"
     assert gateway_env["STT_OPENAI_URL"] == "http://asr:8000/v1"
     assert gateway_env["TTS_OPENAI_URL"] == "http://tts:8880/v1"
-    assert services["llm"]["environment"] == {"LLAMA_API_KEY": KEYS["LLM_API_KEY"]}
+    assert services["llm"]["environment"] == {
+        "LLAMA_API_KEY": KEYS["LLM_API_KEY"], "LLAMA_ARG_HOST": "0.0.0.0"
+    }  # fmt: skip
     assert KEYS["LLM_API_KEY"] not in " ".join(services["llm"]["command"])
     assert "--no-ui" in services["llm"]["command"]
 
@@ -288,9 +324,8 @@ def llm_argv(command: list[str], models: Path, slots: Path, port: int) -> list[s
         arg.replace("/models/", f"{models}/").replace("/var/lib/llama/slots", str(slots))
         for arg in command
     ]
-    argv[argv.index("--host") + 1] = "127.0.0.1"
     argv[argv.index("--port") + 1] = str(port)
-    return [str(LLAMA_SERVER), *argv, "-t", "1"]
+    return [str(LLAMA_SERVER), *argv, "--host", "127.0.0.1", "-t", "1"]
 
 
 @pytest.mark.usefixtures("socket_enabled")

@@ -61,13 +61,15 @@ def test_publishes_both_architectures_on_a_version_tag() -> None:
     assert workflow["jobs"]["gateway-image"]["permissions"]["packages"] == "write"
 
 
-def test_compose_pulls_the_tag_this_version_publishes() -> None:
-    version = gateway_version()
+def test_compose_builds_the_gateway_unless_a_published_one_is_named() -> None:
+    """No release has to exist for a first `./stack up`: the default is the local build."""
     defaults = re.findall(
         r"\$\{GATEWAY_IMAGE:-([^}]+)\}", (COMPOSE_DIR / "compose.yaml").read_text()
     )
-    assert defaults == [f"ghcr.io/voice-stack/voice-stack-gateway:{version}"]
-    assert f"GATEWAY_IMAGE={defaults[0]}\n" in (COMPOSE_DIR / ".env.example").read_text()
+    assert defaults == ["voice-stack-gateway:local"]
+    example = (COMPOSE_DIR / ".env.example").read_text()
+    assert "\nGATEWAY_IMAGE=\n" in example
+    assert "ghcr.io/voice-stack/voice-stack-gateway:<version>@sha256:<digest>" in example
 
 
 def test_the_version_check_step_passes_now_and_fails_on_a_mismatch() -> None:

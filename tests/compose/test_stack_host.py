@@ -1,10 +1,13 @@
-"""compose/stack's host and image checks (stack-host.sh), with stand-in docker programs on PATH
-since no Docker engine runs here; compose itself is the real Compose v2 binary."""
+"""compose/stack's host and image checks (stack-host.sh), with stand-in docker and nvidia-smi
+programs on PATH for the hosts this machine is not (test_stack_engine.py runs a real engine);
+compose itself is the real Compose v2 binary, and the llama-server --help it reads is the real
+one of the tested build."""
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,15 +15,25 @@ import pytest
 
 from tests.compose.stack_helpers import (
     COMPOSE_BIN,
+    LOGGING_COMPOSE,
     OLD_COMPOSE,
     STAND_IN_DOCKER,
+    STAND_IN_NVIDIA_SMI,
     stack,
     stand_in,
     write_env_file,
 )
+from voice_stack_dev.paths import LLAMA_SERVER
 
 NVIDIA = '{"io.containerd.runc.v2":{"path":"runc"},"nvidia":{"path":"nvidia-container-runtime"}}'
-GOOD_HOST = {"FAKE_ENGINE": "28.2.2", "FAKE_BUILDX": "0.17.1", "FAKE_RUNTIMES": NVIDIA}
+RTX_4090 = "NVIDIA GeForce RTX 4090, 575.64.03, 8.9"
+GOOD_HOST = {
+    "FAKE_ENGINE": "28.2.2",
+    "FAKE_BUILDX": "0.17.1",
+    "FAKE_RUNTIMES": NVIDIA,
+    "FAKE_GPUS": RTX_4090,
+}
+GATEWAY_BASE = "python:3.14.10-slim-trixie"
 
 
 @pytest.fixture
@@ -33,14 +46,28 @@ def host(tmp_path: Path) -> dict[str, str]:
     """The environment of a run with the stand-in docker first on PATH (its calls logged)."""
     bin_dir = tmp_path / "bin"
     stand_in(bin_dir, "docker", STAND_IN_DOCKER)
+    stand_in(bin_dir, "nvidia-smi", STAND_IN_NVIDIA_SMI)
     return {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "FAKE_DOCKER_LOG": str(tmp_path / "docker.log"),
+        "LLAMA_SERVER": str(LLAMA_SERVER),
         "LLM_PROXY_PORT": "0",  # a port nothing listens on, unless a test says otherwise
         "GATEWAY_PORT": "0",
         "GATEWAY_HTTP_PORT": "0",
         **GOOD_HOST,
     }
+
+
+def logging_compose(host: dict[str, str]) -> str:
+    directory = Path(host["FAKE_DOCKER_LOG"]).parent / "compose-bin"
+    text = LOGGING_COMPOSE.replace("{real}", str(COMPOSE_BIN))
+    return str(stand_in(directory, "compose", text))
+
+
+def compose_ran(host: dict[str, str], command: str) -> bool:
+    log = Path(host["FAKE_DOCKER_LOG"] + ".compose")
+    lines = log.read_text().splitlines() if log.exists() else []
+    return any(f" {command}" in f" {line} ".replace(" -d", "") for line in lines)
 
 
 def docker_calls(host: dict[str, str], prefix: str) -> list[str]:
@@ -56,9 +83,10 @@ def test_a_good_host_passes_and_every_image_is_inspected(
     assert result.returncode == 0, result.stderr
     assert "every image exists" in result.stderr
     inspected = docker_calls(host, "manifest inspect ")
-    assert len(inspected) == 5
+    assert len(inspected) == 5  # four pulled, and the base the gateway is built from
     assert any(image.startswith("ghcr.io/ggml-org/llama.cpp:server-cuda-b") for image in inspected)
-    assert any(image.startswith("ghcr.io/voice-stack/voice-stack-gateway:") for image in inspected)
+    assert GATEWAY_BASE in inspected
+    assert not [image for image in inspected if "voice-stack-gateway" in image]
 
 
 def test_only_the_selected_profiles_images(env_file: Path, host: dict[str, str]) -> None:
@@ -74,18 +102,106 @@ def test_a_missing_image_is_named(env_file: Path, host: dict[str, str]) -> None:
     env = host | {"COMPOSE_PROFILES": "speech", "TTS_IMAGE": gone, "FAKE_MISSING": gone}
     result = stack(env_file, "check", extra_env=env)
     assert result.returncode == 2
-    assert f"not found in their registries (check the tag, or your access to it): {gone}" in (
-        result.stderr
-    )
+    assert (
+        f"image not found on this host or in its registry: {gone} (tts: check the tag, or set "
+        "TTS_IMAGE; ./stack variants lists the ones that fit)"
+    ) in result.stderr
+
+
+def test_up_stops_at_a_missing_image_before_compose_runs(
+    env_file: Path, host: dict[str, str]
+) -> None:
+    """Nothing is pulled, stopped or recreated: compose itself never runs."""
+    gone = "ghcr.io/example/never-published:1.0"
+    env = host | {"LLM_IMAGE": gone, "FAKE_MISSING": gone, "COMPOSE_BIN": logging_compose(host)}
+    result = stack(env_file, "up", "-d", extra_env=env)
+    assert result.returncode == 2
+    assert f"image not found on this host or in its registry: {gone} (llm:" in result.stderr
+    assert "nothing was pulled, stopped or recreated" in result.stderr
+    assert docker_calls(host, "pull ") == []
+    assert not compose_ran(host, "up")
+
+
+def test_a_missing_gateway_base_is_named(env_file: Path, host: dict[str, str]) -> None:
+    env = host | {"COMPOSE_PROFILES": "gateway", "FAKE_MISSING": GATEWAY_BASE}
+    result = stack(env_file, "check", extra_env=env)
+    assert result.returncode == 2
+    assert f"{GATEWAY_BASE} (the base that gateway is built from, here)" in result.stderr
+
+
+def test_an_image_on_this_host_needs_no_registry(env_file: Path, host: dict[str, str]) -> None:
+    local = "voice-stack-test/llm:only-here"
+    env = host | {"LLM_IMAGE": local, "FAKE_MISSING": local, "FAKE_LOCAL": local}
+    result = stack(env_file, "images", extra_env=env | {"COMPOSE_PROFILES": ""})
+    assert result.returncode == 0, result.stderr
+    assert local not in docker_calls(host, "manifest inspect ")
+
+
+def test_a_published_gateway_image_must_be_pinned(env_file: Path, host: dict[str, str]) -> None:
+    env = host | {"GATEWAY_IMAGE": "ghcr.io/voice-stack/voice-stack-gateway:0.1.0"}
+    result = stack(env_file, "check", extra_env=env)
+    assert result.returncode == 2
+    assert "GATEWAY_IMAGE must be a published image pinned by digest" in result.stderr
+    pinned = "ghcr.io/voice-stack/voice-stack-gateway:0.2.0@sha256:" + "ab" * 32
+    env = host | {"GATEWAY_IMAGE": pinned, "COMPOSE_PROFILES": "gateway"}
+    assert stack(env_file, "images", extra_env=env).returncode == 0
+    assert pinned in docker_calls(host, "manifest inspect ")
+
+
+def test_the_llm_flags_are_read_from_the_images_llama_server(
+    env_file: Path, host: dict[str, str], tmp_path: Path
+) -> None:
+    image = "ghcr.io/ggml-org/llama.cpp:server-cuda-b11347@sha256:" + "d8" * 32
+    env = host | {"LLM_IMAGE": image, "FAKE_LOCAL": image, "COMPOSE_PROFILES": ""}
+    result = stack(env_file, "check", extra_env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"llama-server in {image} knows every flag" in result.stderr
+    assert docker_calls(host, "run --rm --network none --gpus all ") == [f"{image} --help"]
+    # An older build: the same help without --no-ui (it had only --no-webui then).
+    help_text = subprocess.run(
+        [str(LLAMA_SERVER), "--help"], capture_output=True, text=True, timeout=60, check=False
+    ).stdout
+    old = tmp_path / "old-help.txt"
+    old.write_text(help_text.replace("--no-ui", "--no-webui"))
+    result = stack(env_file, "check", extra_env=env | {"FAKE_LLAMA_HELP": str(old)})
+    assert result.returncode == 2
+    assert f"llama-server in {image} does not know --no-ui" in result.stderr
+
+
+def test_a_typo_in_the_extra_args_is_refused(env_file: Path, host: dict[str, str]) -> None:
+    image = "voice-stack-test/llm:local-build"
+    env = host | {"LLM_IMAGE": image, "FAKE_LOCAL": image, "COMPOSE_PROFILES": "",
+                  "LLM_EXTRA_ARGS": "--cache-rame 0"}  # fmt: skip
+    result = stack(env_file, "check", extra_env=env)
+    assert result.returncode == 2
+    assert "does not know --cache-rame" in result.stderr
+
+
+def test_up_pulls_the_llm_image_and_checks_its_flags_first(
+    env_file: Path, host: dict[str, str], tmp_path: Path
+) -> None:
+    old = tmp_path / "old-help.txt"
+    old.write_text("  --port N   port\n  --host H  host\n")
+    env = host | {"COMPOSE_PROFILES": "", "FAKE_LLAMA_HELP": str(old),
+                  "COMPOSE_BIN": logging_compose(host)}  # fmt: skip
+    result = stack(env_file, "up", "-d", extra_env=env)
+    assert result.returncode == 2
+    assert "does not know" in result.stderr
+    assert len(docker_calls(host, "pull -q ")) == 1
+    assert not compose_ran(host, "up")
 
 
 def test_built_images_are_not_looked_up(
     env_file: Path, host: dict[str, str], tmp_path: Path
 ) -> None:
+    (tmp_path / "Dockerfile").write_text("FROM debian:13 AS build\nFROM build\n")
     env = host | {"COMPOSE_PROFILES": "gateway", "GATEWAY_BUILD_CONTEXT": str(tmp_path)}
     result = stack(env_file, "images", extra_env=env)
     assert result.returncode == 0, result.stderr
-    assert not [i for i in docker_calls(host, "manifest inspect ") if "voice-stack-gateway" in i]
+    inspected = docker_calls(host, "manifest inspect ")
+    assert not [i for i in inspected if "voice-stack-gateway" in i]
+    assert "debian:13" in inspected  # the base; the stage it names is not an image
+    assert "build" not in inspected
 
 
 @pytest.mark.parametrize(
@@ -110,8 +226,13 @@ def test_host_problems_say_what_to_install(
 
 
 def test_buildx_only_matters_when_something_is_built(env_file: Path, host: dict[str, str]) -> None:
-    result = stack(env_file, "check", extra_env=host | {"FAKE_BUILDX": ""})
+    pinned = "ghcr.io/voice-stack/voice-stack-gateway:0.2.0@sha256:" + "ab" * 32
+    env = host | {"FAKE_BUILDX": "", "GATEWAY_IMAGE": pinned}
+    result = stack(env_file, "check", extra_env=env)
     assert result.returncode == 0, result.stderr
+    result = stack(env_file, "check", extra_env=host | {"FAKE_BUILDX": ""})
+    assert result.returncode == 2  # the gateway is built from this checkout by default
+    assert "install docker-buildx-plugin 0.17.0 or newer" in result.stderr
 
 
 def test_gpu_check_can_be_skipped_for_cdi_setups(env_file: Path, host: dict[str, str]) -> None:
@@ -151,9 +272,10 @@ def test_the_stacks_own_port_is_not_a_conflict(
     env_file: Path, host: dict[str, str], busy_port: int
 ) -> None:
     """After `up`, the proxy's own container holds its port: check must still pass."""
-    own = f"0.0.0.0:{busy_port}->11434/tcp"
-    env = host | {"LLM_PROXY_PORT": str(busy_port), "FAKE_PS": own}
+    env = host | {"LLM_PROXY_PORT": str(busy_port), "FAKE_PS": "0123456789ab"}
     assert stack(env_file, "check", extra_env=env).returncode == 0
+    asked = docker_calls(host, "ps --filter ")
+    assert "label=com.docker.compose.service=llm-auth" in asked[0]
 
 
 def test_up_checks_the_host_before_compose_runs(env_file: Path, host: dict[str, str]) -> None:

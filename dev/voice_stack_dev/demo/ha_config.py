@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import subprocess
 from pathlib import Path
 
-from ..paths import REPO
+from ..paths import REPO, venv_bin
 
 COMPONENT = REPO / "custom_components" / "voice_stack"
 DASHBOARD = REPO / "dashboards" / "voice_stack.yaml"
@@ -21,9 +22,20 @@ POWER = "kitchen_light_power"
 
 
 def ffmpeg_binary() -> str:
-    """HA's tts converts audio with ffmpeg; the imageio-ffmpeg wheel ships a static one."""
-    # Imported by name: the package lives only in the ha11 environment the demo runs in.
-    module = importlib.import_module("imageio_ffmpeg")
+    """HA's tts converts audio with ffmpeg; the imageio-ffmpeg wheel ships a static one.
+
+    The package lives only in the ha11 environment the demo's HA runs in: from another
+    environment (a test driving that HA), that environment's Python is asked where it is.
+    """
+    try:
+        module = importlib.import_module("imageio_ffmpeg")
+    except ModuleNotFoundError:
+        script = "import imageio_ffmpeg; print(imageio_ffmpeg.get_ffmpeg_exe())"
+        found = subprocess.run(
+            [str(venv_bin("ha11", "python")), "-c", script],
+            capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        return found.stdout.strip()
     return str(module.get_ffmpeg_exe())
 
 
