@@ -9,6 +9,7 @@ import openai
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.const import Platform
 from homeassistant.core import HomeAssistant
+from homeassistant.exceptions import ConfigEntryNotReady
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.httpx_client import get_async_client
 
@@ -21,6 +22,7 @@ from .const import (
     CONF_SLOT,
     CONF_SLOTS,
     CONF_URL,
+    DOMAIN,
     GATEWAY_DEVICES,
     LOGGER,
     SUBENTRY_AI_TASK,
@@ -104,8 +106,9 @@ async def _openai_client(hass: HomeAssistant, entry: ConfigEntry) -> openai.Asyn
 
 
 async def _first_polls(hass: HomeAssistant, entry: ConfigEntry) -> Coordinators:
-    """Create the coordinators and poll each once: llama-server must answer (else setup is
-    retried); the proxy or the gateway being down is a state their sensors show."""
+    """Create the coordinators and poll each once: llama-server must answer with its model
+    loaded (else setup is retried, saying why); the proxy or the gateway being down is a
+    state their sensors show."""
     gateway_url = entry.options.get(CONF_GATEWAY_URL) or entry.data.get(CONF_GATEWAY_URL)
     coordinators = Coordinators(
         llm=LlamaCoordinator(hass, entry),
@@ -115,6 +118,10 @@ async def _first_polls(hass: HomeAssistant, entry: ConfigEntry) -> Coordinators:
     if gateway_url is None:
         remove_stale_devices(hass, entry, GATEWAY_DEVICES)
     await coordinators.llm.async_config_entry_first_refresh()
+    if coordinators.llm.data.loading:
+        # Nothing to set up yet: no model, no slots, no props. (A server that starts loading
+        # again later is a state the sensors show; only setup waits for it.)
+        raise ConfigEntryNotReady(translation_domain=DOMAIN, translation_key="model_loading_setup")
     others: list[VoiceStackCoordinator[Any]] = [coordinators.proxy]
     if coordinators.gateway is not None:
         others.append(coordinators.gateway)

@@ -51,7 +51,7 @@ from .const import (
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
-from .errors import LlamaError
+from .errors import LlamaError, LlamaLoadingError
 from .models import VoiceStackConfigEntry
 
 _INT_KEYS = (CONF_MAX_TOKENS, CONF_MAX_HISTORY)
@@ -113,6 +113,8 @@ class VoiceStackAgentFlow(ConfigSubentryFlow):
             return self.async_update_and_abort(entry, self._get_reconfigure_subentry(), data=data)
         try:
             models = await entry.runtime_data.client.models()
+        except LlamaLoadingError:
+            return self.async_abort(reason="model_loading")
         except LlamaError:
             return self.async_abort(reason="cannot_connect")
         llm_data = entry.runtime_data.coordinators.llm.data

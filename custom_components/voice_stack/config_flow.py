@@ -30,7 +30,7 @@ from .const import (
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
-from .errors import LlamaAuthError, LlamaError, LlamaNotServerError
+from .errors import LlamaAuthError, LlamaError, LlamaLoadingError, LlamaNotServerError
 from .llama_data import ServerProps
 from .models import VoiceStackConfigEntry
 from .options_flow import (
@@ -87,6 +87,8 @@ async def validate_server(
         error = "invalid_auth"
     except LlamaNotServerError:
         error = "not_llama_server"
+    except LlamaLoadingError:  # its own 503 (the proxy passes it on): up, not yet usable
+        error = "model_loading"
     except LlamaError as err:
         LOGGER.debug("Cannot reach %s: %s", shown_url(url), err)
         error = "cannot_connect"

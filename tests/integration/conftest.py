@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Iterator
+import os
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ from custom_components.voice_stack.const import (
 from tests.integration.fakes import FAKE_KEY, FakeGateway, FakeLlama
 from tests.integration.helpers import agent, setup_entry, stack_entry
 from tests.integration.live_stack import LiveStack, run_live_stack
-from voice_stack_dev.llama import LlamaServer
+from voice_stack_dev.llama import LlamaServer, llama_argv
+from voice_stack_dev.procs import free_port, http_status
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,55 @@ class RealLlama:
     @pytest.fixture
     def server(self, llama: LlamaServer) -> Server:
         return Server.of(llama)
+
+
+class LoadingLlama:
+    """A real llama-server that stays in its loading state until `loaded()` is called.
+
+    Its model file is a FIFO that nothing writes: llama-server opens its HTTP side first, then
+    blocks in open() on the model, answering every request meanwhile with 503 "Loading model",
+    as it does while a large model loads. `loaded()` stops it and starts, on the same port and
+    with the same key, a llama-server that has loaded its model (the load has "finished").
+    """
+
+    KEY = "loading-llama-key"
+
+    def __init__(self, factory: Callable[..., LlamaServer], fifo: Path, logs: Path) -> None:
+        """Start it held at loading (blocking; it answers once its port is open)."""
+        self._factory = factory
+        self.port = free_port()
+        argv = llama_argv("tiny-text", self.port, api_key=self.KEY, ctx_per_slot=512)
+        argv[argv.index("-m") + 1] = str(fifo)
+        self.server = LlamaServer(
+            name="llama-server (held loading)",
+            argv=argv,
+            port=self.port,
+            log_path=logs / f"llama-loading-{self.port}.log",
+            health_path=None,  # ready as soon as its port is open: /health stays 503
+            api_key=self.KEY,
+        ).start()
+        assert http_status(f"{self.url}/health") == 503, self.server.log_tail()
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def loaded(self) -> LlamaServer:
+        """The load finished: the same URL and key now reach a ready llama-server."""
+        self.server.stop()
+        return self._factory("tiny-text", port=self.port, api_key=self.KEY, ctx_per_slot=512)
+
+
+@pytest.fixture
+def loading_llama(
+    llama_factory: Callable[..., LlamaServer], service_logs: Path, tmp_path: Path
+) -> Iterator[LoadingLlama]:
+    """A real llama-server still loading its model (see LoadingLlama), stopped afterwards."""
+    fifo = tmp_path / "model-being-loaded.gguf"
+    os.mkfifo(fifo)
+    loading = LoadingLlama(llama_factory, fifo, service_logs)
+    yield loading
+    loading.server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -24,6 +24,8 @@ PROPS: dict[str, Any] = {
     "default_generation_settings": {"n_ctx": 4096},
     "chat_template_caps": {"supports_tool_calls": True},
 }
+# llama-server b11669's answer to every request while it loads its model, byte for byte.
+LOADING_BODY = '{"error":{"message":"Loading model","type":"unavailable_error","code":503}}'
 TIMINGS = {
     "cache_n": 10,
     "prompt_n": 5,

@@ -27,7 +27,7 @@ from custom_components.voice_stack.const import (
     SUBENTRY_CONVERSATION,
 )
 from tests.integration.conftest import Server
-from tests.integration.fakes import FAKE_KEY, FakeLlama
+from tests.integration.fakes import FAKE_KEY, LOADING_BODY, FakeLlama
 from tests.integration.helpers import setup_entry
 from voice_stack_dev.llama import LlamaServer
 
@@ -157,3 +157,14 @@ class TestFakeServer:
             (mock_config_entry.entry_id, SUBENTRY_CONVERSATION), context={"source": SOURCE_USER}
         )
         assert result["reason"] == "entry_not_loaded"
+
+    async def test_aborts_with_the_reason_while_the_model_loads(
+        self, hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+    ) -> None:
+        """llama-server restarted and loads its model again (its exact 503 body): the flow says
+        so instead of "Failed to connect"."""
+        fake.overrides["/v1/models"] = (503, LOADING_BODY)
+        result = await hass.config_entries.subentries.async_init(
+            (init_integration.entry_id, SUBENTRY_AI_TASK), context={"source": SOURCE_USER}
+        )
+        assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "model_loading")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,9 +22,11 @@ from custom_components.voice_stack.const import (
     DOMAIN,
     SUBENTRY_CONVERSATION,
 )
+from tests.integration.conftest import LoadingLlama
 from tests.integration.fakes import FAKE_KEY, FakeLlama
 from tests.integration.helpers import agent, stack_entry
 from voice_stack_dev.llama import LlamaServer
+from voice_stack_dev.nginx import start_proxy
 from voice_stack_dev.procs import free_port
 
 pytestmark = pytest.mark.usefixtures("socket_enabled")
@@ -106,6 +110,46 @@ async def test_not_llama_props(hass: HomeAssistant, fake: FakeLlama) -> None:
     fake.overrides["/props"] = (404, "{}")
     result = await _user_flow(hass, fake.url, FAKE_KEY)
     assert result["errors"] == {"base": "cannot_connect"}
+
+
+async def test_a_server_still_loading_its_model(
+    hass: HomeAssistant, loading_llama: LoadingLlama, tmp_path: Path
+) -> None:
+    """llama-server answering 503 "Loading model" (straight, or through the real auth proxy,
+    which passes /health and the 503 on): the user step, reauth and reconfigure say that it is
+    still loading, not "Failed to connect"; once it has loaded, the same form goes through."""
+    loading = {"base": "model_loading"}
+    user = await _user_flow(hass, loading_llama.url, LoadingLlama.KEY)
+    assert (user["type"], user["errors"]) == (FlowResultType.FORM, loading)
+    proxy = await hass.async_add_executor_job(
+        partial(
+            start_proxy, loading_llama.url, "proxy-Key-loading", LoadingLlama.KEY, log_dir=tmp_path
+        )
+    )
+    try:
+        through_proxy = await _user_flow(hass, proxy.url, proxy.agent_key)
+        assert through_proxy["errors"] == loading
+        entry = _entry(hass, proxy.url, "an-old-key")
+        reauth = await entry.start_reauth_flow(hass)
+        reauth = await hass.config_entries.flow.async_configure(
+            reauth["flow_id"], {CONF_API_KEY: proxy.agent_key}
+        )
+        assert reauth["errors"] == loading
+        moved = _entry(hass, f"http://127.0.0.1:{free_port()}", "k", [])
+        reconfigure = await moved.start_reconfigure_flow(hass)
+        reconfigure = await hass.config_entries.flow.async_configure(
+            reconfigure["flow_id"], {CONF_URL: loading_llama.url, CONF_API_KEY: LoadingLlama.KEY}
+        )
+        assert reconfigure["errors"] == loading
+    finally:
+        await hass.async_add_executor_job(proxy.stop)
+
+    await hass.async_add_executor_job(loading_llama.loaded)
+    done = await hass.config_entries.flow.async_configure(
+        user["flow_id"], {CONF_URL: loading_llama.url, CONF_API_KEY: LoadingLlama.KEY}
+    )
+    assert done["type"] is FlowResultType.CREATE_ENTRY
+    assert done["title"] == "tiny-text on 127.0.0.1"
 
 
 def _entry(

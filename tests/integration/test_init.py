@@ -11,8 +11,9 @@ from homeassistant.helpers import issue_registry as ir
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import CONF_SLOT, CONF_SLOTS, CONF_URL, DOMAIN
+from tests.integration.conftest import LoadingLlama
 from tests.integration.fakes import FakeLlama
-from tests.integration.helpers import agent, issues, setup_entry, stack_entry
+from tests.integration.helpers import agent, issues, settle, setup_entry, stack_entry
 
 
 async def test_runtime_data_is_complete(
@@ -45,6 +46,23 @@ async def test_setup_against_a_dead_server_retries(
     await fake.stop()
     await setup_entry(hass, mock_config_entry)
     assert mock_config_entry.state is ConfigEntryState.SETUP_RETRY
+
+
+async def test_setup_while_the_model_loads_retries_and_says_why(
+    hass: HomeAssistant, loading_llama: LoadingLlama
+) -> None:
+    """A real llama-server still loading its model: setup is retried (not a half-made entry
+    with every sensor unavailable), with the translated reason; once loaded, it sets up."""
+    entry = stack_entry(hass, loading_llama.url, LoadingLlama.KEY, agent(0))
+    await setup_entry(hass, entry)
+    assert entry.state is ConfigEntryState.SETUP_RETRY
+    assert entry.error_reason_translation_key == "model_loading_setup"
+    assert entry.reason is not None
+    assert "still loading its model" in entry.reason
+    await hass.async_add_executor_job(loading_llama.loaded)
+    await hass.config_entries.async_reload(entry.entry_id)
+    await settle(hass)
+    assert entry.state is ConfigEntryState.LOADED
 
 
 async def test_one_slot_agents_become_slot_pools(hass: HomeAssistant, fake: FakeLlama) -> None:
