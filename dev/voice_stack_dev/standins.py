@@ -1,6 +1,6 @@
 """Images that stand in for the upstream ones the compose bundle pulls (no registry is reachable
 here), built on this machine from Debian packages (dev/standins/*.Dockerfile), and the gateway's
-own image from gateway/Dockerfile on a stand-in of its Python base.
+own Dockerfile's Python base (Compose builds gateway/Dockerfile itself, unchanged).
 
 Every image is tagged with a hash of what it is built from, so a second run finds it in the
 engine's data root and builds nothing.
@@ -33,7 +33,6 @@ class Images:
     llm: str
     llm_auth: str
     speech: str
-    gateway: str
 
 
 def _digest(parts: Iterable[bytes]) -> str:
@@ -141,16 +140,9 @@ def build_images(engine: DockerEngine) -> Images:
         [*_files(STANDINS / "python.Dockerfile"), HOST_CERTS.read_bytes()], base=base,
         contexts={"hostcerts": HOST_CERTS.parent},
     )  # fmt: skip
-    # gateway/Dockerfile unchanged, FROM its usual base: the stand-in under that base's name.
+    # gateway/Dockerfile is built by Compose itself, unchanged, FROM its usual base: the
+    # stand-in goes under that base's name.
     engine.docker("tag", python, gateway_base_tag())
-    gateway_dir = REPO / "gateway"
-    gateway = _build(
-        engine, "gateway", gateway_dir / "Dockerfile", gateway_dir,
-        [*_files(gateway_dir / "Dockerfile", gateway_dir / "pyproject.toml",
-                 gateway_dir / "requirements.lock", gateway_dir / "README.md", gateway_dir / "src"),
-         python.encode()],
-        tag=None,
-    )  # fmt: skip
     llm = _build(engine, "llm", STANDINS / "llm.Dockerfile", STANDINS,
                  _files(STANDINS / "llm.Dockerfile"), base=base)  # fmt: skip
     auth_files = [STANDINS / "llm-auth.Dockerfile", STANDINS / "nginx-entrypoint.sh"]
@@ -161,4 +153,4 @@ def build_images(engine: DockerEngine) -> Images:
         engine, "speech", speech_files[0], STANDINS, _files(*speech_files), base=python,
         contexts={"wheels": _speech_wheels(), "harness": REPO / "dev" / "voice_stack_dev"},
     )  # fmt: skip
-    return Images(llm=llm, llm_auth=llm_auth, speech=speech, gateway=gateway)
+    return Images(llm=llm, llm_auth=llm_auth, speech=speech)
