@@ -179,28 +179,32 @@ def context_issue(agent: Agent, llm: LlamaData | None, found: Findings) -> Issue
     if error is not None and n_ctx and error.n_ctx and n_ctx > error.n_ctx:
         del found.context_errors[agent.id]  # llama-server restarted with larger slots
         error = None
+    total = llm.total_slots if llm else None
     if error is not None:
-        return Issue(
-            ISSUE_CONTEXT_TOO_SMALL,
-            {
-                "agent": agent.title,
-                "slot": str(error.slot),
-                "needed": str(error.n_prompt or "?"),
-                "n_ctx": str(error.n_ctx or "?"),
-            },
-            agent.id,
-        )
+        needed = error.n_prompt + agent.max_tokens if error.n_prompt else None
+        return _context_too_small(agent, error.slot, needed, error.n_ctx, total)
     tokens = found.prefix_tokens.get(agent.id)
     needed = (tokens or 0) + agent.max_tokens
     if tokens and n_ctx and needed > n_ctx:
-        placeholders = {
-            "agent": agent.title,
-            "slot": str(agent.slots[0]),
-            "needed": str(needed),
-            "n_ctx": str(n_ctx),
-        }
-        return Issue(ISSUE_CONTEXT_TOO_SMALL, placeholders, agent.id)
+        return _context_too_small(agent, agent.slots[0], needed, n_ctx, total)
     return None
+
+
+def _context_too_small(
+    agent: Agent, slot: int, needed: int | None, n_ctx: int | None, total: int | None
+) -> Issue:
+    """The repair with the figures to set: LLM_CTX_PER_SLOT (compose), and -c (-np slots)."""
+    per_slot = -(-needed // 1024) * 1024 if needed else None  # rounded up to a round figure
+    placeholders = {
+        "agent": agent.title,
+        "slot": str(slot),
+        "needed": str(needed or "?"),
+        "n_ctx": str(n_ctx or "?"),
+        "per_slot": str(per_slot or "?"),
+        "slots": str(total or "?"),
+        "ctx_size": str(per_slot * total) if per_slot and total else "?",
+    }
+    return Issue(ISSUE_CONTEXT_TOO_SMALL, placeholders, agent.id)
 
 
 @callback

@@ -3,6 +3,7 @@ llama-server, the real auth proxy, or a faulty stand-in where no real one misbeh
 
 from __future__ import annotations
 
+import json
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from homeassistant.helpers import intent, llm
 from homeassistant.helpers import issue_registry as ir
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
+from custom_components.voice_stack import repairs
 from custom_components.voice_stack.const import (
     CONF_LLM_HASS_API,
     CONF_MAX_TOKENS,
@@ -61,6 +63,12 @@ LLAMA = LlamaData(
 )
 
 
+def _issue_text(key: str, placeholders: dict[str, str]) -> str:
+    """An issue's description as the user reads it (en.json filled in)."""
+    strings = json.loads((Path(repairs.__file__).parent / "translations" / "en.json").read_text())
+    return str(strings["issues"][key]["description"]).format(**placeholders)
+
+
 def _proxy(*reserved: int, scope: str | None = "agent", total: int = 4) -> ProxyData:
     status = ProxyStatus("voice-stack-llm-auth", reserved, total, scope is not None, scope)  # type: ignore[arg-type]
     return ProxyData(1.0, status, open_without_key=False, open_with_wrong_key=False)
@@ -83,10 +91,21 @@ async def test_context_rules(hass: HomeAssistant) -> None:
     from before the slots grew is forgotten."""
     voice = _agent(hass, 0, **{CONF_MAX_TOKENS: 512})
     (primed,) = agent_issues(voice, LLAMA, None, Findings(prefix_tokens={voice.id: 300}))
-    assert (primed.key, primed.placeholders["needed"]) == ("context_too_small", "812")
+    assert primed.key == "context_too_small"
+    # the figures to set: per slot (LLM_CTX_PER_SLOT, rounded up to 1024), and -c for -np 4
+    assert dict(primed.placeholders) == {
+        "agent": voice.title,
+        "slot": "0",
+        "needed": "812",
+        "n_ctx": "600",
+        "per_slot": "1024",
+        "slots": "4",
+        "ctx_size": "4096",
+    }
     refused = Findings(context_errors={voice.id: ContextError(0, 900, 600, from_warm=False)})
     (error,) = agent_issues(voice, LLAMA, None, refused)
-    assert error.placeholders["needed"] == "900"
+    # a refused prompt of 900 tokens needs room for the reply too
+    assert (error.placeholders["needed"], error.placeholders["ctx_size"]) == ("1412", "8192")
     old = Findings(context_errors={voice.id: ContextError(0, 900, 300, from_warm=False)})
     assert agent_issues(voice, LLAMA, None, old) == []
     assert old.context_errors == {}
@@ -201,9 +220,16 @@ class TestSmallContext(RealLlama):
         assert result.response.response_type is intent.IntentResponseType.ERROR
         assert "too long" in result.response.speech["plain"]["speech"]
         assert key in issues(hass, entry)
+        found = issue(hass, entry, key)
+        placeholders = dict(found.translation_placeholders or {})
+        text = _issue_text(found.translation_key or "", placeholders)
+        assert f"`LLM_CTX_PER_SLOT={placeholders['per_slot']}` in `compose/.env`" in text
+        assert f"`-c`/`--ctx-size` to {placeholders['ctx_size']}" in text
+        assert "raise `-c`," not in text
 
+        # exactly the figure the repair names is enough
         argv = list(llama.argv)
-        argv[argv.index("-c") + 1] = str(8192 * 4)
+        argv[argv.index("-c") + 1] = placeholders["ctx_size"]
         llama.argv = argv
         await hass.async_add_executor_job(llama.restart)
         await poll(hass, entry)
