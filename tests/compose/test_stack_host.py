@@ -289,3 +289,18 @@ def test_without_an_engine_the_checks_are_skipped(env_file: Path, host: dict[str
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("host and image checks skipped") == 1
     assert docker_calls(host, "manifest inspect ") == []
+
+
+def test_a_missing_compose_plugin_is_named_before_compose_reads_the_files(
+    env_file: Path, host: dict[str, str], tmp_path: Path
+) -> None:
+    """`docker compose` without the plugin: the friendly line, not Docker's raw error."""
+    no_plugin = (
+        "#!/usr/bin/env bash\necho \"docker: 'compose' is not a docker command.\" >&2\nexit 1\n"
+    )
+    missing = stand_in(tmp_path / "no-compose", "compose", no_plugin)
+    result = stack(env_file, "check", extra_env=host | {"COMPOSE_BIN": str(missing)})
+    assert result.returncode == 2
+    assert "no Docker Compose v2" in result.stderr
+    assert "install the docker-compose-plugin package" in result.stderr
+    assert "is not a docker command" not in result.stderr
