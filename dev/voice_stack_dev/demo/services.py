@@ -24,6 +24,9 @@ CTX_PER_SLOT = 4096  # SmolLM2 gets no tools: its prompt is under 200 tokens
 # A user's model gets HA's Assist API when it can call tools: ~3k prompt tokens with them.
 USER_MODEL_CTX_PER_SLOT = 8192
 N_PARALLEL = 4
+# llama-server's host prompt cache, set on purpose: its own default (8 GiB) is what it grows to
+# under a browser load (issue 20's soak); 512 MiB is ~23k tokens of SmolLM2 (~23 KB of KV each).
+CACHE_RAM_MIB = 512
 RESERVED_SLOTS = (0,)
 STT_MODEL = "tiny.en"
 TTS_MODEL = "piper-joe"
@@ -94,6 +97,7 @@ def _start_llm_chain(stack: Stack, state: DemoState, model: str) -> None:
             n_parallel=N_PARALLEL,
             ctx_per_slot=CTX_PER_SLOT if model == DEFAULT_MODEL else USER_MODEL_CTX_PER_SLOT,
             threads=LLAMA_THREADS,
+            extra_args=("--cache-ram", str(CACHE_RAM_MIB)),
             log_dir=logs,
             port=ports[Role.LLAMA],
         ),
