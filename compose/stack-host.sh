@@ -213,8 +213,8 @@ check_llm_flags() {
   local image help flag unknown=() gpus=()
   image="$(service_image llm)"
   if ! "$(docker_bin)" image inspect "$image" >/dev/null 2>&1; then
-    if [[ "${1:-}" != pull ]]; then
-      echo "stack: $image is not on this host yet: ./stack up checks its flags after the pull" >&2
+    if [[ "${1:-}" != pull || " $(built_services | tr '\n' ' ') " == *" llm "* ]]; then
+      echo "stack: $image is not on this host yet: its flags are checked once it is (./stack up pulls it first)" >&2
       return 0
     fi
     "$(docker_bin)" pull -q "$image" >/dev/null || die "could not pull $image"
