@@ -53,6 +53,7 @@ from .const import (
 )
 from .errors import LlamaError, LlamaLoadingError
 from .models import VoiceStackConfigEntry
+from .slot_offer import SlotOffer, slot_offer
 
 _INT_KEYS = (CONF_MAX_TOKENS, CONF_MAX_HISTORY)
 _DOCS = {"docs_url": f"{DOCS_URL}/agent.md"}
@@ -68,17 +69,10 @@ def default_agent_data(slots: list[int]) -> dict[str, Any]:
     }
 
 
-def free_slot(entry: ConfigEntry, total_slots: int) -> int:
-    """The lowest slot no agent of this server uses (lower slots are served first)."""
-    used = {slot for s in entry.subentries.values() for slot in slot_pool(s.data)}
-    return next((n for n in range(max(total_slots, 1)) if n not in used), 0)
-
-
 def _saved(user_input: Mapping[str, Any]) -> dict[str, Any]:
     """Form values as they are stored: numbers as ints, the slots as a sorted int list."""
     data: dict[str, Any] = {k: int(v) if k in _INT_KEYS else v for k, v in user_input.items()}
-    slots: list[Any] = user_input.get(CONF_SLOTS) or [0]
-    data[CONF_SLOTS] = sorted({int(s) for s in slots})
+    data[CONF_SLOTS] = sorted({int(s) for s in user_input.get(CONF_SLOTS) or []})
     return data
 
 
@@ -102,24 +96,36 @@ class VoiceStackAgentFlow(ConfigSubentryFlow):
     async def async_step_set_options(
         self, user_input: dict[str, Any] | None = None
     ) -> SubentryFlowResult:
-        """One form with every agent option."""
+        """One form with every agent option; slots only the free reserved ones (see slot_offer).
+
+        Sent with no slot (nothing was free), it is shown again from a fresh look at the
+        proxy, so a slot reserved on the GPU host meanwhile is offered without starting over.
+        """
         entry: VoiceStackConfigEntry = self._get_entry()
         if entry.state is not ConfigEntryState.LOADED:
             return self.async_abort(reason="entry_not_loaded")
-        if user_input is not None:
-            data = _saved(user_input)
-            if self._is_new:
+        errors: dict[str, str] = {}
+        data = _saved(user_input) if user_input is not None else None
+        if data is not None and data[CONF_SLOTS]:
+            if set(data[CONF_SLOTS]) & {s for _, pool in self._others(entry) for s in pool}:
+                errors[CONF_SLOTS] = "slot_taken"  # another form took it since this one opened
+            elif self._is_new:
                 return self.async_create_entry(title=str(data.pop(CONF_NAME)), data=data)
-            return self.async_update_and_abort(entry, self._get_reconfigure_subentry(), data=data)
+            else:
+                sub = self._get_reconfigure_subentry()
+                return self.async_update_and_abort(entry, sub, data=data)
         try:
             models = await entry.runtime_data.client.models()
         except LlamaLoadingError:
             return self.async_abort(reason="model_loading")
         except LlamaError:
             return self.async_abort(reason="cannot_connect")
-        llm_data = entry.runtime_data.coordinators.llm.data
-        total = (llm_data.total_slots if llm_data else None) or 1
-        options = self._current_options(entry, total)
+        offer = await self._offer(entry)
+        options = self._current_options(offer, data)
+        if offer.error and not set(options[CONF_SLOTS]) & set(offer.choices):
+            errors["base"] = offer.error
+        elif data is not None and not data[CONF_SLOTS]:
+            errors[CONF_SLOTS] = "no_slot_picked"
         # llama-server serves one model unless run as a router: show it as the current one.
         options[CONF_MODEL] = options.get(CONF_MODEL) or (models[0] if models else "")
         schema = agent_schema(
@@ -128,27 +134,59 @@ class VoiceStackAgentFlow(ConfigSubentryFlow):
             subentry_type=self._subentry_type,
             options=options,
             models=models,
-            total_slots=total,
+            slot_choices=offer.choices,
         )
         return self.async_show_form(
-            step_id="set_options", data_schema=schema, description_placeholders=_DOCS
+            step_id="set_options",
+            data_schema=schema,
+            errors=errors,
+            description_placeholders={**_DOCS, **offer.placeholders},
         )
 
-    def _current_options(self, entry: ConfigEntry, total: int) -> dict[str, Any]:
-        if not self._is_new:
-            return dict(self._get_reconfigure_subentry().data)
-        options = default_agent_data([free_slot(entry, total)])
+    def _others(self, entry: ConfigEntry) -> list[tuple[str, tuple[int, ...]]]:
+        """The other agents of this server: (title, slot pool)."""
+        own = None if self._is_new else self._reconfigure_subentry_id
+        return [
+            (sub.title, slot_pool(sub.data))
+            for sub in entry.subentries.values()
+            if sub.subentry_id != own
+        ]
+
+    async def _offer(self, entry: VoiceStackConfigEntry) -> SlotOffer:
+        """The slots to offer, from what the proxy reserves now (not up to a poll ago)."""
+        coordinators = entry.runtime_data.coordinators
+        await coordinators.proxy.async_refresh()
+        status = coordinators.proxy.data.status if coordinators.proxy.data else None
+        llm_data = coordinators.llm.data
+        own = () if self._is_new else slot_pool(self._get_reconfigure_subentry().data)
+        return slot_offer(
+            (llm_data.total_slots if llm_data else None) or 1,
+            status.reserved_slots if status else None,
+            self._others(entry),
+            own,
+        )
+
+    def _current_options(self, offer: SlotOffer, sent: dict[str, Any] | None) -> dict[str, Any]:
+        """What the form shows: what was sent (its slots that are still offered, else the
+        default), else the agent's options, else a new agent's defaults on the free slot."""
+        current = None if self._is_new else self._get_reconfigure_subentry().data
+        default = offer.default if current is None else list(slot_pool(current))
+        if sent is not None:
+            kept = [s for s in sent[CONF_SLOTS] if s in offer.choices]
+            return {**sent, CONF_SLOTS: kept or default}
+        if current is not None:
+            return {**current, CONF_SLOTS: default}
+        options = default_agent_data(default)
         if self._subentry_type == SUBENTRY_AI_TASK:
             options[CONF_LLM_HASS_API] = []
         return options
 
 
-def _slot_selector(total: int, chosen: list[int]) -> SelectSelector:
-    """A box per server slot (and any chosen slot the server does not have, to unpick it)."""
-    numbers = sorted({*range(total), *chosen})
+def _slot_selector(choices: tuple[int, ...]) -> SelectSelector:
+    """A box per slot offered (the free reserved ones, and the agent's own to keep or unpick)."""
     return SelectSelector(
         SelectSelectorConfig(
-            options=[SelectOptionDict(value=str(n), label=f"Slot {n}") for n in numbers],
+            options=[SelectOptionDict(value=str(n), label=f"Slot {n}") for n in choices],
             multiple=True,
             mode=SelectSelectorMode.LIST,
         )
@@ -176,11 +214,11 @@ def agent_schema(
     subentry_type: str,
     options: Mapping[str, Any],
     models: list[str],
-    total_slots: int,
+    slot_choices: tuple[int, ...],
 ) -> probatio.Schema:
     """The agent options form; current values are suggested, not defaulted."""
     conversation = subentry_type == SUBENTRY_CONVERSATION
-    suggested = {**options, CONF_SLOTS: [str(s) for s in slot_pool(options)]}
+    suggested = {**options, CONF_SLOTS: [str(s) for s in options.get(CONF_SLOTS) or []]}
 
     def opt(key: str, required: bool = False) -> Any:
         marker = probatio.Required if required else probatio.Optional
@@ -189,7 +227,8 @@ def agent_schema(
     schema: dict[Any, Any] = {}
     if is_new:
         name = DEFAULT_CONVERSATION_NAME if conversation else DEFAULT_AI_TASK_NAME
-        schema[probatio.Required(CONF_NAME, default=name)] = str
+        shown = {"suggested_value": options[CONF_NAME]} if CONF_NAME in options else None
+        schema[probatio.Required(CONF_NAME, default=name, description=shown)] = str
     schema[opt(CONF_MODEL)] = SelectSelector(
         SelectSelectorConfig(
             options=[SelectOptionDict(label=m, value=m) for m in models], custom_value=True
@@ -201,7 +240,8 @@ def agent_schema(
         schema[opt(CONF_LLM_HASS_API)] = SelectSelector(
             SelectSelectorConfig(options=apis, multiple=True)
         )
-    schema[opt(CONF_SLOTS, required=True)] = _slot_selector(total_slots, list(slot_pool(options)))
+    # Nothing to offer: the form can still be sent, to look at the proxy again.
+    schema[opt(CONF_SLOTS, required=bool(slot_choices))] = _slot_selector(slot_choices)
     schema[opt(CONF_TEMPERATURE, required=True)] = _number(0, 2, 0.05)
     schema[opt(CONF_MAX_TOKENS, required=True)] = _number(1, 32768, 1)
     if conversation:

@@ -16,6 +16,7 @@ from homeassistant.config_entries import (
 from homeassistant.core import HomeAssistant, callback
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.selector import TextSelector, TextSelectorConfig, TextSelectorType
+from homeassistant.helpers.update_coordinator import UpdateFailed
 
 from .agent_flow import VoiceStackAgentFlow, default_agent_data
 from .client import LlamaClient
@@ -30,6 +31,7 @@ from .const import (
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
+from .coordinator import fetch
 from .errors import LlamaAuthError, LlamaError, LlamaLoadingError, LlamaNotServerError
 from .llama_data import ServerProps
 from .models import VoiceStackConfigEntry
@@ -40,6 +42,8 @@ from .options_flow import (
     normalize_gateway_url,
     validate_gateway,
 )
+from .service_data import parse_proxy_status
+from .slot_offer import slot_offer
 from .urls import host_of, normalize_url, shown_url, without_userinfo
 
 _URL_SELECTOR = TextSelector(TextSelectorConfig(type=TextSelectorType.URL))
@@ -97,6 +101,23 @@ async def validate_server(
     return {"base": error}, None
 
 
+async def first_agent_slots(
+    hass: HomeAssistant, url: str, api_key: str, props: ServerProps | None
+) -> list[int]:
+    """The first agent's pool: the lowest slot the auth proxy reserves for voice; slot 0 when
+    there is no Voice Stack proxy, or it reserves none (its repair then says what to change)."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    try:
+        reply = await fetch(async_get_clientsession(hass), f"{url}/proxy/status", headers)
+    except UpdateFailed:
+        return [0]
+    status = parse_proxy_status(reply.json()) if reply.status == 200 else None
+    if status is None:
+        return [0]
+    total = (props.total_slots if props else None) or 1
+    return slot_offer(total, status.reserved_slots, []).default or [0]
+
+
 class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
     """Add a llama-server (usually behind the Voice Stack auth proxy)."""
 
@@ -114,6 +135,7 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
             if not (errors := errors or await validate_gateway(self.hass, gateway_url)):
                 if self._configured(url):
                     return self.async_abort(reason="already_configured")
+                slots = await first_agent_slots(self.hass, url, api_key, props)
                 return self.async_create_entry(
                     title=entry_title(url, props),
                     data={CONF_URL: url, CONF_API_KEY: api_key},
@@ -121,7 +143,7 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
                     subentries=[
                         {
                             "subentry_type": SUBENTRY_CONVERSATION,
-                            "data": default_agent_data([0]),
+                            "data": default_agent_data(slots),
                             "title": DEFAULT_CONVERSATION_NAME,
                             "unique_id": None,
                         }

@@ -24,7 +24,7 @@ from custom_components.voice_stack.const import (
 )
 from tests.integration.conftest import LoadingLlama
 from tests.integration.fakes import FAKE_KEY, FakeLlama
-from tests.integration.helpers import agent, stack_entry
+from tests.integration.helpers import agent, issues, stack_entry
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import start_proxy
 from voice_stack_dev.procs import free_port
@@ -66,6 +66,33 @@ async def test_user_flow_creates_server_and_agent(
     again = await _user_flow(hass, llama_text.url, llama_text.api_key or "")
     assert again["type"] is FlowResultType.ABORT
     assert again["reason"] == "already_configured"
+
+
+async def test_the_first_agent_takes_a_slot_the_proxy_reserves(
+    hass: HomeAssistant, llama_text: LlamaServer, tmp_path: Path
+) -> None:
+    """Through the real auth proxy reserving slot 2 only, the first agent is made on slot 2,
+    not on slot 0 (which would raise a repair right away)."""
+    proxy = await hass.async_add_executor_job(
+        partial(
+            start_proxy,
+            llama_text.url,
+            "proxy-Key-first",
+            llama_text.api_key or "",
+            reserved_slots=(2,),
+            log_dir=tmp_path,
+        )
+    )
+    try:
+        result = await _user_flow(hass, proxy.url, proxy.agent_key)
+        assert result["type"] is FlowResultType.CREATE_ENTRY
+        entry = result["result"]
+        assert [s.data[CONF_SLOTS] for s in entry.subentries.values()] == [[2]]
+        await hass.async_block_till_done()
+        assert entry.state is ConfigEntryState.LOADED
+        assert issues(hass, entry) == set()
+    finally:
+        await hass.async_add_executor_job(proxy.stop)
 
 
 @pytest.mark.parametrize(

@@ -192,11 +192,28 @@ def test_config_and_options_flow_strings(strings: dict[str, Any]) -> None:
     errors = {
         "".join(found)
         for found in re.findall(
-            r'(?:"base"|CONF_\w+): "(\w+)"|error = "(\w+)"|return "(\w+)"', flow
+            r'(?:"base"|CONF_\w+): "(\w+)"|error = "(\w+)"|return "(\w+)"',
+            (INTEGRATION / "config_flow.py").read_text(),
         )
     }
-    assert {"invalid_auth", "cannot_connect", "url_has_credentials"} <= errors
+    assert {"invalid_auth", "cannot_connect", "url_has_credentials", "model_loading"} <= errors
     assert errors <= set(config["error"]), errors - set(config["error"])
+    agent_side = (INTEGRATION / "agent_flow.py").read_text() + (
+        INTEGRATION / "slot_offer.py"
+    ).read_text()
+    agent_errors = {
+        "".join(found)
+        for found in re.findall(r'errors\[\w+\] = "(\w+)"|error = "(\w+)"', agent_side)
+    }
+    assert {
+        "slot_taken",
+        "no_slot_picked",
+        "no_reserved_slot_free",
+        "no_slot_reserved",
+        "no_free_slot",
+    } <= agent_errors
+    for kind, sub in strings["config_subentries"].items():
+        assert agent_errors <= set(sub["error"]), (kind, agent_errors - set(sub["error"]))
     gateway_errors = set(
         re.findall(r'CONF_\w+: "(\w+)"', (INTEGRATION / "options_flow.py").read_text())
     )
