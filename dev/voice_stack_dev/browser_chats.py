@@ -53,6 +53,7 @@ class Result:
     ttft_ms: float
     cache_n: int
     prompt_n: int
+    slot: int | None = None  # the proxy's X-Llm-Slot (None straight to llama-server)
 
     @property
     def reuse(self) -> float:
@@ -80,6 +81,7 @@ def stream(
         resp = conn.getresponse()
         if resp.status != 200:
             raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:200]!r}")
+        slot_header = resp.getheader("X-Llm-Slot") or ""
         ttft: float | None = None
         timings: dict[str, Any] = {}
         for raw in resp:
@@ -94,7 +96,10 @@ def stream(
             timings = event.get("timings") or timings
     finally:
         conn.close()
-    return Result(ttft or 0.0, int(timings.get("cache_n", 0)), int(timings.get("prompt_n", 0)))
+    slot = int(slot_header) if slot_header.isdigit() else None
+    return Result(
+        ttft or 0.0, int(timings.get("cache_n", 0)), int(timings.get("prompt_n", 0)), slot
+    )
 
 
 def browser_round(

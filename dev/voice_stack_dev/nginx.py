@@ -12,15 +12,20 @@ engines, njs or QuickJS, so an engine change fails a test here rather than on a 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import tempfile
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .paths import CACHE, REPO
-from .procs import Service, free_port
+from .procs import Service, ServiceError, free_port
 
 COMPOSE_NGINX = REPO / "compose" / "nginx"
 TEMPLATE = COMPOSE_NGINX / "templates" / "llm-auth.conf.template"
@@ -177,6 +182,35 @@ class NginxProxy(Service):
     def agent_headers(self) -> dict[str, str]:
         """What Voice Stack's agents send: the agent key (the reserved slots are theirs)."""
         return {"Authorization": f"Bearer {self.agent_key}"}
+
+    def reload_with_key(self, proxy_key: str, timeout: float = 15.0) -> None:
+        """A new general key, as an operator rotates it: the rendered config rewritten, then
+        nginx's own reload (SIGHUP: new workers, the old ones finish their requests). Returns
+        once the new key is accepted; ServiceError after `timeout` s."""
+        conf = self.conf_dir / "conf.d" / "llm-auth.conf"
+        text = conf.read_text()
+        if self.proc is None or not self.proxy_key or self.proxy_key not in text:
+            raise ServiceError(f"{self.name}: not running, or its general key is not in {conf}")
+        conf.write_text(text.replace(self.proxy_key, proxy_key))
+        os.kill(self.proc.pid, signal.SIGHUP)
+        self.proxy_key = proxy_key
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _status(f"{self.url}/v1/models", self.headers) == 200:
+                return
+            time.sleep(0.1)
+        raise ServiceError(f"{self.name}: the new key not accepted after {timeout:.0f} s")
+
+
+def _status(url: str, headers: Mapping[str, str]) -> int | None:
+    request = urllib.request.Request(url, headers=dict(headers))
+    try:
+        with urllib.request.urlopen(request, timeout=2.0) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return None
 
 
 def start_proxy(

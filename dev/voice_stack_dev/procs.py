@@ -144,3 +144,38 @@ class Service:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a process group holds, from /proc: resident memory and open descriptors."""
+
+    pids: tuple[int, ...]
+    rss_kb: int
+    fds: int
+    sockets: int
+
+
+def group_usage(pgid: int) -> Usage | None:
+    """Summed over every process in the group (a Service starts one: nginx's master and its
+    workers, a server and its children); None when none is left. Linux only."""
+    pids, rss, fds, sockets = [], 0, 0, 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # The fields after the command (which may hold spaces) end at its closing ")".
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[2]) != pgid:
+                continue
+            status = (entry / "status").read_text()
+            links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError, IndexError, ValueError:
+            continue  # gone meanwhile, or not ours to read
+        pids.append(int(entry.name))
+        rss += next(
+            (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0
+        )
+        fds += len(links)
+        sockets += sum(link.startswith("socket:") for link in links)
+    return Usage(tuple(sorted(pids)), rss, fds, sockets) if pids else None

@@ -58,8 +58,9 @@ class Servers:
             raise DemoError(WYOMING_OPENAI, "not started")
         return self.wyoming_openai.port
 
-    async def start(self) -> None:
-        """The demo's services (backends and HA in parallel), then wyoming-openai."""
+    async def start(self, *, stock: bool = True) -> None:
+        """The demo's services (backends and HA in parallel), then wyoming-openai (for the
+        stock pipeline; `stock=False` leaves it out)."""
         self.state.assign_ports()
         self.state.save(self.work)
         write_config(self.config_dir, self.state.ports[Role.HASS], http_block=True)
@@ -67,7 +68,8 @@ class Servers:
             asyncio.to_thread(start_backends, self.stack, self.state, DEFAULT_MODEL),
             asyncio.to_thread(start_home_assistant, self.stack, self.state, self.config_dir),
         )
-        await asyncio.to_thread(self._start_wyoming_openai)
+        if stock:
+            await asyncio.to_thread(self._start_wyoming_openai)
 
     def _start_wyoming_openai(self) -> None:
         speech_v1 = f"{self.url(Role.SPEECH)}/v1"
