@@ -1,0 +1,612 @@
+"""A soak with faults: the demo's real servers and a real Home Assistant 2026.11 for `--minutes`,
+two satellites speaking through `assist_pipeline/run` and three browser-like clients on the
+general key, while the services are killed, restarted and reconfigured on a schedule (issue 20).
+
+    PYTHONPATH=dev .cache/venv/ha11/bin/python bench/soak.py --minutes 60 [--out FILE]
+
+Servers (127.0.0.1 only, all stopped on exit, Ctrl-C or SIGTERM): llama-server (SmolLM2-135M,
+-np 4, --cache-ram 512) behind the auth proxy, the speech server behind the Voice Stack
+gateway, `hass` with the demo's config (recorder on). Each satellite speaks a question as a new
+conversation, then its follow-up, in real time (20 ms chunks), every `--gap` s; the browsers
+chat (each chat followed by its title request) every `--browser-gap` s. Faults, in this order,
+evenly over the run, each `--rounds` times (default: one round per 20 minutes, at least one):
+llama-server killed (SIGKILL) and restarted, the speech server restarted, the gateway restarted,
+the proxy reloaded with a new general key (the browsers switch to it), the proxy down for 30 s,
+Home Assistant restarted. A fault's window is from its start until the service is back plus
+GRACE_S. One JSON document to stdout (and `--out`); progress to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import signal
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from voice_stack_dev.assist import AssistError, run_utterance
+from voice_stack_dev.browser_chats import browser_messages, stream, title_task
+from voice_stack_dev.demo.entries import registry
+from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.observe import llama_slots
+from voice_stack_dev.demo.onboarding import onboard_or_login, wait_running
+from voice_stack_dev.demo.preflight import check_environment
+from voice_stack_dev.demo.provision import provision
+from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.demo.services import RESERVED_SLOTS
+from voice_stack_dev.e2e.phases import BROWSER_PARAGRAPHS, BROWSER_TITLE_WORDS, utterances
+from voice_stack_dev.e2e.servers import Servers
+from voice_stack_dev.e2e.stacks import PLAN
+from voice_stack_dev.e2e.turns import Utterance, clear_tts_cache
+from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
+from voice_stack_dev.nginx import NginxProxy
+from voice_stack_dev.procs import Service, group_usage
+
+GRACE_S = 30.0  # after a service is back: the integration's next poll (15 s) and a turn
+PROXY_DOWN_S = 30.0
+POLL_S = 15.0  # the integration's coordinator poll
+TURN_LIMIT_S = 60.0  # HA's pipeline timeout for one run
+HANG_S = TURN_LIMIT_S + 30.0  # a request still open after this is a hang
+BROWSER_TIMEOUT_S = 60.0
+WARM_UP_LIMIT_S = 120.0
+TAIL_LIMIT_S = (
+    300.0  # at most this long past the planned end, waiting for requests after the last fault
+)
+WATCHED = (Role.HASS, Role.GATEWAY, Role.PROXY, Role.SPEECH, Role.LLAMA)
+FAULTS = ("llama_kill", "speech_restart", "gateway_restart", "proxy_new_key", "proxy_down",
+          "ha_restart")  # fmt: skip
+QUESTIONS = (
+    ("What is the capital of France?", "And what is the capital of Germany?"),
+    ("How many legs does a spider have?", "And how many legs does an ant have?"),
+    ("Who wrote Romeo and Juliet?", "And who wrote Hamlet?"),
+    ("What is the largest planet in the solar system?", "And what is the smallest planet?"),
+    ("What color is the sky on a clear day?", "And what color is grass?"),
+    ("How many days are there in a week?", "And how many months are there in a year?"),
+)
+
+
+def log(message: str) -> None:
+    print(f"[soak {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Request:
+    client: str  # "satellite-N" | "browser-N" | "title-N"
+    kind: str  # "new" | "follow_up" | "chat" | "title"
+    start: float  # s since the run began
+    end: float
+    ok: bool
+    error: str | None = None  # the message the user got
+    hang: bool = False
+    first_audio_ms: float | None = None
+    slot: int | None = None
+    in_window: bool | None = None
+
+
+@dataclass
+class Fault:
+    name: str
+    start: float
+    back: float | None = None  # the service answers again
+    error: str | None = None
+    warm_up_s: float | None = None  # llama_kill: until the agent's slot ran a task
+
+    def window(self) -> tuple[float, float]:
+        return self.start, (self.back if self.back is not None else self.start) + GRACE_S
+
+
+@dataclass
+class Soak:
+    """The running soak: servers, HA session (replaced when HA restarts), what was seen."""
+
+    servers: Servers
+    began: float
+    stop_at: float
+    ha: HomeAssistantClient | None = None
+    pipeline_id: str = ""
+    general_key: str = ""
+    requests: list[Request] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    usage: list[dict[str, Any]] = field(default_factory=list)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def now(self) -> float:
+        return time.monotonic() - self.began
+
+    def service(self, role: Role) -> Service:
+        return self.servers.stack.services[role]
+
+
+async def connect(soak: Soak) -> HomeAssistantClient:
+    """A fresh logged-in session (the demo's owner), once HA is RUNNING."""
+    ha = HomeAssistantClient(soak.servers.url(Role.HASS))
+    try:
+        await onboard_or_login(ha, soak.servers.state)
+        await ha.connect_ws()
+        await wait_running(ha)
+    except BaseException:
+        await ha.close()
+        raise
+    return ha
+
+
+# --- clients ---------------------------------------------------------------------------------
+
+
+async def satellite(soak: Soak, n: int, speech: dict[str, Utterance], gap: float) -> None:
+    """Conversations (a question, then its follow-up) until the run ends, one every `gap` s."""
+    k = n  # the two satellites start on different questions
+    while not soak.done.is_set():
+        question, follow_up = QUESTIONS[k % len(QUESTIONS)]
+        k += 1
+        conversation: str | None = None
+        for kind, text in (("new", question), ("follow_up", follow_up)):
+            if soak.done.is_set():
+                return
+            conversation = await _turn(soak, n, kind, speech[text], conversation)
+            await _pause(soak, gap)
+            if conversation is None:
+                break  # no conversation to follow up
+
+
+async def _turn(
+    soak: Soak, n: int, kind: str, utterance: Utterance, conversation: str | None
+) -> str | None:
+    start = soak.now()
+    request = Request(f"satellite-{n}", kind, start, start, ok=False)
+    soak.requests.append(request)
+    try:
+        ha = soak.ha
+        if ha is None:  # HA restarting: the satellite cannot reach it
+            request.error = "Home Assistant: restarting, no connection"
+            return None
+        async with asyncio.timeout(HANG_S):
+            await clear_tts_cache(ha)
+            run = await run_utterance(
+                ha,
+                soak.pipeline_id,
+                utterance.pcm,
+                conversation_id=conversation,
+                limit_s=TURN_LIMIT_S,
+            )
+        if run.reply_type == "error":
+            request.error = f"agent: {run.reply}"
+        elif run.timings.to_first_audio_ms is None:
+            request.error = "no reply audio arrived"
+        else:
+            request.ok = True
+            request.first_audio_ms = round(run.timings.to_first_audio_ms, 1)
+        return run.conversation_id if request.ok else None
+    except TimeoutError:
+        request.hang, request.error = True, f"no answer within {HANG_S:.0f} s"
+    except AssistError as err:
+        request.error = f"pipeline {err}"
+    except (HomeAssistantApiError, OSError) as err:
+        request.error = f"Home Assistant: {err}"
+    finally:
+        request.end = soak.now()
+        if request.error:
+            log(f"satellite-{n} {kind}: {request.error}")
+    return None
+
+
+async def browsers(soak: Soak, gap: float) -> None:
+    """Each round: every client's chat, then its title request, on the current general key."""
+    turn = 0
+    while not soak.done.is_set():
+        for client in range(3):
+            for kind, messages in (
+                ("chat", browser_messages(client, turn, BROWSER_PARAGRAPHS)),
+                ("title", title_task(client, turn, BROWSER_TITLE_WORDS)),
+            ):
+                await asyncio.to_thread(_browser_request, soak, client, kind, messages)
+        turn += 1
+        await _pause(soak, gap)
+
+
+def _browser_request(soak: Soak, client: int, kind: str, messages: list[dict[str, str]]) -> None:
+    start = soak.now()
+    request = Request(f"browser-{client}", kind, start, start, ok=False)
+    soak.requests.append(request)
+    headers = {"Authorization": f"Bearer {soak.general_key}"}
+    try:
+        result = stream(soak.servers.url(Role.PROXY), headers, {"messages": messages},
+                        timeout=BROWSER_TIMEOUT_S)  # fmt: skip
+        request.ok, request.slot = True, result.slot
+    except TimeoutError:
+        request.hang, request.error = True, f"no answer within {BROWSER_TIMEOUT_S:.0f} s"
+    except (OSError, RuntimeError, ValueError) as err:
+        request.error = f"{type(err).__name__}: {err}"
+    finally:
+        request.end = soak.now()
+
+
+async def _pause(soak: Soak, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(soak.done.wait(), seconds)
+
+
+# --- watching --------------------------------------------------------------------------------
+
+
+async def watch(soak: Soak, every: float) -> None:
+    """RSS and descriptors of every service's process group, every `every` s."""
+    while not soak.done.is_set():
+        row: dict[str, Any] = {"t": round(soak.now(), 1)}
+        for role in WATCHED:
+            proc = soak.servers.stack.services.get(role)
+            pid = proc.proc.pid if proc is not None and proc.proc is not None else None
+            usage = group_usage(pid) if pid is not None else None
+            row[role.value] = asdict(usage) if usage is not None else None
+        soak.usage.append(row)
+        await _pause(soak, every)
+
+
+async def warm_up_s(soak: Soak, since: float) -> float | None:
+    """Seconds from `since` until llama-server's reserved slot has run a task (the warm-up's
+    prime, or a voice turn if one came first); None within WARM_UP_LIMIT_S."""
+    url, key = soak.servers.url(Role.LLAMA), soak.servers.state.llama_key
+    deadline = time.monotonic() + WARM_UP_LIMIT_S
+    while time.monotonic() < deadline:
+        slots = {s.get("id"): s for s in await llama_slots(url, key)}
+        slot = slots.get(RESERVED_SLOTS[0]) or {}
+        if int(slot.get("id_task", -1) or -1) >= 0 and not slot.get("is_processing"):
+            return round(soak.now() - since, 1)
+        await asyncio.sleep(0.2)
+    return None
+
+
+# --- faults ----------------------------------------------------------------------------------
+
+
+async def _restart(soak: Soak, role: Role, *, kill: bool = False) -> None:
+    service = soak.service(role)
+    if kill and service.proc is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(service.proc.pid, signal.SIGKILL)
+        await asyncio.to_thread(service.proc.wait, 10)
+    await asyncio.to_thread(service.restart if not kill else service.start)
+
+
+async def llama_kill(soak: Soak, fault: Fault) -> None:
+    await _restart(soak, Role.LLAMA, kill=True)
+    fault.back = soak.now()
+    fault.warm_up_s = await warm_up_s(soak, fault.back)
+
+
+async def proxy_new_key(soak: Soak, fault: Fault) -> None:
+    proxy = soak.service(Role.PROXY)
+    assert isinstance(proxy, NginxProxy)
+    key = secrets.token_urlsafe(24)
+    await asyncio.to_thread(proxy.reload_with_key, key)
+    soak.servers.state.proxy_key = soak.general_key = key
+    fault.back = soak.now()
+
+
+async def proxy_down(soak: Soak, fault: Fault) -> None:
+    proxy = soak.service(Role.PROXY)
+    await asyncio.to_thread(proxy.stop)
+    await asyncio.sleep(PROXY_DOWN_S)
+    await asyncio.to_thread(proxy.start)
+    fault.back = soak.now()
+
+
+async def ha_restart(soak: Soak, fault: Fault) -> None:
+    old, soak.ha = soak.ha, None  # new turns find no HA; open ones see its websocket close
+    await _restart(soak, Role.HASS)
+    if old is not None:
+        await old.close()
+    soak.ha = await connect(soak)
+    fault.back = soak.now()
+
+
+def _simple(role: Role) -> Callable[[Soak, Fault], Awaitable[None]]:
+    async def restart(soak: Soak, fault: Fault) -> None:
+        await _restart(soak, role)
+        fault.back = soak.now()
+
+    return restart
+
+
+async def faults(soak: Soak, rounds: int, tail_s: float) -> None:
+    """Every fault `rounds` times, evenly over the run (late ones run once the one before is
+    over); the run then goes on for at least `tail_s` s after the last one."""
+    actions = {
+        "llama_kill": llama_kill,
+        "speech_restart": _simple(Role.SPEECH),
+        "gateway_restart": _simple(Role.GATEWAY),
+        "proxy_new_key": proxy_new_key,
+        "proxy_down": proxy_down,
+        "ha_restart": ha_restart,
+    }
+    plan = [name for _ in range(rounds) for name in FAULTS]
+    span = soak.stop_at - soak.began
+    for i, name in enumerate(plan):
+        await _pause_until(soak, span * (i + 0.5) / len(plan))
+        fault = Fault(name, soak.now())
+        soak.faults.append(fault)
+        log(f"fault {i + 1}/{len(plan)}: {name}")
+        try:
+            await actions[name](soak, fault)
+        except (DemoError, HomeAssistantApiError, OSError, RuntimeError) as err:
+            fault.error = str(err).split("\n", 1)[0]
+            log(f"fault {name} failed: {fault.error}")
+            raise
+        log(f"{name}: back after {(fault.back or 0) - fault.start:.1f} s")
+    soak.stop_at = max(soak.stop_at, time.monotonic() + tail_s)
+
+
+async def _pause_until(soak: Soak, at: float) -> None:
+    await asyncio.sleep(max(0.0, at - soak.now()))
+
+
+async def timer(soak: Soak, fault_task: asyncio.Task[None]) -> None:
+    """Ends the run at stop_at (which the faults may push back), once every fault is over and
+    a voice turn and a browser request that started after the last one have finished (or
+    TAIL_LIMIT_S after stop_at)."""
+    while time.monotonic() < soak.stop_at or not fault_task.done():
+        await asyncio.wait({fault_task}, timeout=1.0)
+    while time.monotonic() < soak.stop_at + TAIL_LIMIT_S and not _answered_after(soak):
+        await _pause(soak, 0.5)
+    soak.done.set()
+
+
+def _answered_after(soak: Soak) -> bool:
+    back = max((f.back or f.start for f in soak.faults), default=0.0)
+    finished = [r for r in soak.requests if r.start >= back and r.end > r.start]
+    return all(any(r.client.startswith(p) for r in finished) for p in ("satellite", "browser"))
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def _overlaps(request: Request, windows: list[tuple[float, float]]) -> bool:
+    return any(request.start <= end and request.end >= start for start, end in windows)
+
+
+def latency_by_quarter(requests: list[Request], span: float) -> list[dict[str, Any]]:
+    """End of speech -> first reply audio of the answered voice turns, by quarter of the run."""
+    quarters = []
+    for q in range(4):
+        lo, hi = span * q / 4, span * (q + 1) / 4
+        ms = [
+            r.first_audio_ms
+            for r in requests
+            if r.first_audio_ms is not None and lo <= r.start < hi
+        ]
+        quarters.append({
+            "quarter": q + 1, "turns": len(ms),
+            "median_ms": round(statistics.median(ms), 1) if ms else None,
+            "p95_ms": round(statistics.quantiles(ms, n=20)[-1], 1) if len(ms) >= 2 else None,
+        })  # fmt: skip
+    return quarters
+
+
+def growth(usage: list[dict[str, Any]], role: Role, since: float) -> dict[str, Any]:
+    """RSS and descriptors of the service's last process (its last restart) from `since` on:
+    the median of its first three samples against that of its last three."""
+    rows = [(r["t"], r[role.value]) for r in usage if r["t"] >= since and r.get(role.value)]
+    if not rows:
+        return {"samples": 0}
+    last_pids = rows[-1][1]["pids"][0]
+    rows = [(t, u) for t, u in rows if u["pids"][0] == last_pids]
+
+    def ends(key: str) -> tuple[float, float]:
+        values = [u[key] for _, u in rows]
+        return statistics.median(values[:3]), statistics.median(values[-3:])
+
+    (rss0, rss1), (fd0, fd1), (so0, so1) = ends("rss_kb"), ends("fds"), ends("sockets")
+    return {
+        "samples": len(rows),
+        "from_s": rows[0][0],
+        "to_s": rows[-1][0],
+        "rss_mb": [round(rss0 / 1024, 1), round(rss1 / 1024, 1)],
+        "rss_growth_pct": round(100 * (rss1 - rss0) / rss0, 2) if rss0 else None,
+        "fds": [fd0, fd1],
+        "sockets": [so0, so1],
+        "max_rss_mb": round(max(u["rss_kb"] for _, u in rows) / 1024, 1),
+    }
+
+
+def first_after(requests: list[Request], fault: Fault) -> dict[str, Any]:
+    """The first voice turn and the first browser request started after the service was back."""
+    back = fault.back if fault.back is not None else float("inf")
+    out: dict[str, Any] = {}
+    for kind, prefix in (("voice", "satellite"), ("browser", "browser")):
+        first = next((r for r in sorted(requests, key=lambda r: r.start)
+                      if r.client.startswith(prefix) and r.start >= back), None)  # fmt: skip
+        if first is None:
+            out[kind] = None
+            continue
+        out[kind] = {"ok": first.ok, "error": first.error, "after_s": round(first.start - back, 1)}
+    return out
+
+
+def recorder_rows(config_dir: Path, entity_ids: set[str], since_ts: float) -> dict[str, int]:
+    """State rows HA's recorder wrote for these entities since `since_ts` (Unix time)."""
+    db = config_dir / "home-assistant_v2.db"
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
+        rows = conn.execute(
+            "SELECT m.entity_id, COUNT(*) FROM states s JOIN states_meta m"
+            " ON s.metadata_id = m.metadata_id WHERE s.last_updated_ts >= ? GROUP BY m.entity_id",
+            (since_ts,),
+        ).fetchall()
+    return {str(e): int(n) for e, n in rows if e in entity_ids}
+
+
+def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[str, Any]:
+    span = soak.now()
+    windows = [f.window() for f in soak.faults]
+    for r in soak.requests:
+        r.in_window = _overlaps(r, windows)
+    errors = [r for r in soak.requests if not r.ok]
+    outside = [r for r in errors if not r.in_window]
+    usage = {role.value: growth(soak.usage, role, span / 6) for role in WATCHED}
+    after = [{"fault": f.name, "at_s": round(f.start, 1), **first_after(soak.requests, f)}
+             for f in soak.faults]  # fmt: skip
+    browsers = [r for r in soak.requests if r.client.startswith("browser") and r.ok]
+    evicted = [r for r in browsers if r.slot in RESERVED_SLOTS]
+    warm = [f.warm_up_s for f in soak.faults if f.name == "llama_kill"]
+    per_hour = round(sum(rows.values()) / (span / 3600), 1) if span else None
+    counts = {name: sum(f.name == name for f in soak.faults) for name in FAULTS}
+    goals = {
+        "every_fault_happened": all(counts.values()) and not any(f.error for f in soak.faults),
+        "no_error_outside_a_fault_window": not outside,
+        "in_window_errors_clear_no_hang": all(r.error and not r.hang for r in errors),
+        "first_request_after_back_succeeds": all(
+            a[k] is None or a[k]["ok"] for a in after for k in ("voice", "browser")
+        ),
+        "rss_growth_under_5pct_last_5_6": {
+            k: v.get("rss_growth_pct") is not None and v["rss_growth_pct"] < 5
+            for k, v in usage.items()
+        },
+        "no_fd_growth_last_5_6": {
+            k: v.get("fds", [0, 0])[1] <= v.get("fds", [0, 0])[0] for k, v in usage.items()
+        },
+        "voice_slot_never_evicted_by_a_browser": not evicted,
+        "warm_up_within_one_poll": all(w is not None and w <= POLL_S for w in warm),
+    }
+    return {
+        "setup": {
+            "minutes": args.minutes,
+            "rounds": args.rounds,
+            "gap_s": args.gap,
+            "browser_gap_s": args.browser_gap,
+            "grace_s": GRACE_S,
+            "proxy_down_s": PROXY_DOWN_S,
+            "reserved_slots": list(RESERVED_SLOTS),
+            "cpus": os.cpu_count(),
+            "logs": str(soak.servers.logs),
+        },
+        "elapsed_s": round(span, 1),
+        "requests": {
+            "total": len(soak.requests),
+            "errors": len(errors),
+            "errors_outside_windows": len(outside),
+            "voice_turns": sum(r.client.startswith("satellite") for r in soak.requests),
+            "browser_requests": sum(r.client.startswith("browser") for r in soak.requests),
+        },
+        "errors": [asdict(r) for r in errors],
+        "faults": [{**asdict(f), "window": [round(x, 1) for x in f.window()]} for f in soak.faults],
+        "fault_counts": counts,
+        "first_after_back": after,
+        "first_audio_by_quarter": latency_by_quarter(soak.requests, span),
+        "usage_last_5_6": usage,
+        "usage_samples": soak.usage,
+        "voice_slot_evictions_by_browsers": len(evicted),
+        "warm_up_s_after_llama_restart": warm,
+        "recorder_rows": {"by_entity": rows, "per_hour": per_hour},
+        "asyncio_tasks": "not read: neither HA nor the gateway exposes a task count",
+        "goals": goals,
+        "load_average_end": os.getloadavg(),
+    }
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
+    check_environment()
+    log(f"starting the servers (logs in {servers.logs})")
+    await servers.start(stock=False)
+    began_unix = time.time()
+    soak = Soak(servers, time.monotonic(), time.monotonic() + args.minutes * 60)
+    soak.general_key = servers.state.proxy_key
+    soak.ha = HomeAssistantClient(servers.url(Role.HASS))
+    try:
+        setup = await provision(
+            soak.ha,
+            servers.state,
+            PLAN,
+            hass_port=servers.state.ports[Role.HASS],
+            proxy_url=servers.url(Role.PROXY),
+            gateway_port=servers.state.ports[Role.GATEWAY],
+            gateway_http_url=servers.url(Role.GATEWAY),
+        )
+        soak.pipeline_id = setup.pipeline_id
+        ours = {e["entity_id"] for e in await registry(soak.ha)
+                if e["platform"] in ("voice_stack", "wyoming")
+                and e["entity_id"].split(".")[0] in ("sensor", "binary_sensor")}  # fmt: skip
+        texts = {t for pair in QUESTIONS for t in pair}
+        speech = await utterances(servers, texts)
+        soak.began = time.monotonic()
+        soak.stop_at = soak.began + args.minutes * 60
+        log(f"soaking for {args.minutes} min: {args.rounds} round(s) of {len(FAULTS)} faults")
+        async with asyncio.TaskGroup() as group:
+            fault_task = group.create_task(faults(soak, args.rounds, args.tail))
+            group.create_task(timer(soak, fault_task))
+            group.create_task(watch(soak, args.sample))
+            group.create_task(browsers(soak, args.browser_gap))
+            for n in range(2):
+                group.create_task(satellite(soak, n, speech, args.gap))
+        rows = recorder_rows(servers.config_dir, ours, began_unix)
+        return report(soak, rows, args)
+    finally:
+        if soak.ha is not None:
+            await soak.ha.close()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="of every fault (default: minutes/20)"
+    )
+    parser.add_argument("--gap", type=float, default=4.0, help="s between a satellite's turns")
+    parser.add_argument("--browser-gap", type=float, default=10.0, help="s between browser rounds")
+    parser.add_argument("--sample", type=float, default=10.0, help="s between /proc readings")
+    parser.add_argument("--tail", type=float, default=30.0, help="s run after the last fault")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = parser.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = max(1, int(args.minutes // 20))
+    return args
+
+
+async def _until_stopped(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
+    """run(), cancelled by SIGTERM as asyncio.run cancels it on Ctrl-C, and bounded: faults that
+    run late push the end back, never past an hour beyond the planned end."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    async with asyncio.timeout(args.minutes * 60 + 3600):
+        return await run(args, servers)
+
+
+def main() -> int:
+    args = parse_args()
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    servers = Servers(Path(tempfile.mkdtemp(prefix="voice-soak-")))
+    try:
+        result = asyncio.run(_until_stopped(args, servers))
+    except DemoError as err:
+        print(f"soak failed: {err.describe()}", file=sys.stderr)
+        return 1
+    except (HomeAssistantApiError, TimeoutError) as err:
+        print(f"soak failed: {err} (logs: {servers.logs})", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt, asyncio.CancelledError:
+        print("\nsoak: interrupted, stopping the servers", file=sys.stderr)
+        return 130
+    finally:
+        servers.stop()
+    text = json.dumps(result, indent=2)
+    if args.out is not None:
+        args.out.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
