@@ -95,6 +95,19 @@ async def test_the_first_agent_takes_a_slot_the_proxy_reserves(
         await hass.async_add_executor_job(proxy.stop)
 
 
+async def test_the_first_agent_on_slot_0_when_the_status_does_not_answer(
+    hass: HomeAssistant, fake: FakeLlama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A proxy status that hangs past the timeout is no reason to refuse the entry: the first
+    agent goes on slot 0 (and a repair says so if the proxy does not reserve it)."""
+    fake.proxy_status = {"service": "voice-stack-llm-auth", "reserved_slots": [2]}
+    fake.delays["/proxy/status"] = 1.0
+    monkeypatch.setattr("custom_components.voice_stack.coordinator.PROBE_TIMEOUT", 0.1)
+    result = await _user_flow(hass, fake.url, FAKE_KEY)
+    assert result["type"] is FlowResultType.CREATE_ENTRY
+    assert [s.data[CONF_SLOTS] for s in result["result"].subentries.values()] == [[0]]
+
+
 @pytest.mark.parametrize(
     ("target", "key", "error"),
     [
