@@ -38,6 +38,7 @@ def test_settings_from_env_and_flags() -> None:
         ["--stt-early-pause-ms", "-5"],
         ["--stt-early-max", "0"],
         ["--stt-early-max", "two"],
+        ["--stt-endpoint-ms", "-1"],
     ],
 )
 def test_bad_values_stop_with_a_message(bad: list[str]) -> None:
@@ -50,6 +51,15 @@ def test_early_transcription_settings() -> None:
     assert (s.stt_early_pause_ms, s.stt_early_max) == (300, 3)
     off = parse_settings([], {"STT_EARLY_PAUSE_MS": "0", "STT_EARLY_MAX": "1"})
     assert (off.stt_early_pause_ms, off.stt_early_max) == (0, 1)
+
+
+def test_end_of_turn_settings() -> None:
+    assert parse_settings([], {}).stt_endpoint_ms == 400
+    assert parse_settings([], {"STT_ENDPOINT_MS": "0"}).stt_endpoint_ms == 0
+    assert (
+        parse_settings(["--stt-endpoint-ms", "500"], {"STT_ENDPOINT_MS": "0"}).stt_endpoint_ms
+        == 500
+    )
 
 
 def test_wyoming_uri_alone_is_used() -> None:

@@ -201,7 +201,8 @@ async def test_a_pause_mid_utterance_loses_nothing(
     tail: float,
     expected: dict[str, int],
 ) -> None:
-    gw = await make_gateway(speech_server.url + "/v1")
+    # the gateway's own end of turn off: a complete request and a 0.6 s pause could end it
+    gw = await make_gateway(speech_server.url + "/v1", stt_endpoint_ms=0)
     audio = phrases["light"] + silence(0.6) + phrases["blinds"] + silence(tail)
     async with client(gw) as c:
         heard = words(await utterance(c, audio))
@@ -243,7 +244,7 @@ async def test_at_most_early_max_per_utterance(
     make_gateway: GatewayFactory,
     client: Clients,
 ) -> None:
-    gw = await make_gateway(fake_speech.url, stt_early_max=2)
+    gw = await make_gateway(fake_speech.url, stt_early_max=2, stt_endpoint_ms=0)  # no turn end
     pause = silence(0.5)
     audio = phrases["light"] + pause + phrases["blinds"] + pause + phrases["light"] + pause
     async with client(gw) as c:

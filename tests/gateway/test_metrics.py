@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from voice_stack_gateway.metrics import EarlyResult, Kind, Metrics
+from voice_stack_gateway.metrics import EarlyResult, EndedBy, Kind, Metrics
 
 
 def test_prometheus_text() -> None:
@@ -13,6 +13,7 @@ def test_prometheus_text() -> None:
     m.error(Kind.TTS, "backend-timeout")
     m.requests[Kind.TTS] += 2
     m.early[EarlyResult.HIT] += 1
+    m.turn_end[EndedBy.GATEWAY] += 3
     text = m.prometheus()
     assert 'gateway_latency_seconds_bucket{kind="tts",le="0.005"} 1' in text
     assert 'gateway_latency_seconds_bucket{kind="tts",le="+Inf"} 2' in text
@@ -24,6 +25,9 @@ def test_prometheus_text() -> None:
     assert 'gateway_errors_total{kind="tts",code="backend-timeout"} 2' in text
     assert 'gateway_stt_early_total{result="hit"} 1' in text
     assert 'gateway_stt_early_total{result="wasted"} 0' in text
+    assert 'gateway_stt_turn_end_total{by="gateway"} 3' in text
+    assert 'gateway_stt_turn_end_total{by="client"} 0' in text
+    assert "# TYPE gateway_stt_turn_end_total counter" in text
     assert 'gateway_backend_up{backend="asr"} 0' in text
     assert "pw" not in text
 

@@ -1,10 +1,13 @@
 """Home Assistant's own `wyoming` integration drives the gateway (real piper + whisper behind it):
-config entry setup from describe, STT entity, TTS entity plain and streaming."""
+config entry setup from describe, STT entity, TTS entity plain and streaming, and the gateway
+ending a turn itself (HA's WyomingSttProvider returns its transcript before the stream ends)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
+import urllib.request
 import wave
 from collections.abc import AsyncGenerator
 
@@ -74,21 +77,22 @@ def _pcm16k(wav_bytes: bytes) -> bytes:
     return audioop.ratecv(frames, 2, 1, rate, 16000, None)[0]
 
 
-async def _stt(entity: stt.SpeechToTextEntity, pcm: bytes) -> stt.SpeechResult:
-    metadata = stt.SpeechMetadata(
-        language="en",
-        format=stt.AudioFormats.WAV,
-        codec=stt.AudioCodecs.PCM,
-        bit_rate=stt.AudioBitRates.BITRATE_16,
-        sample_rate=stt.AudioSampleRates.SAMPLERATE_16000,
-        channel=stt.AudioChannels.CHANNEL_MONO,
-    )
+METADATA = stt.SpeechMetadata(
+    language="en",
+    format=stt.AudioFormats.WAV,
+    codec=stt.AudioCodecs.PCM,
+    bit_rate=stt.AudioBitRates.BITRATE_16,
+    sample_rate=stt.AudioSampleRates.SAMPLERATE_16000,
+    channel=stt.AudioChannels.CHANNEL_MONO,
+)
 
+
+async def _stt(entity: stt.SpeechToTextEntity, pcm: bytes) -> stt.SpeechResult:
     async def chunks() -> AsyncGenerator[bytes]:
         for i in range(0, len(pcm), 2048):
             yield pcm[i : i + 2048]
 
-    return await entity.internal_async_process_audio_stream(metadata, chunks())
+    return await entity.internal_async_process_audio_stream(METADATA, chunks())
 
 
 async def _stream_tts(entity: tts.TextToSpeechEntity, gen: AsyncGenerator[str]) -> bytes:
@@ -135,4 +139,52 @@ async def test_ha_wyoming_uses_gateway(
         assert result.result is stt.SpeechResultState.SUCCESS
         assert PHRASE in words(result.text or "")
 
+    assert await hass.config_entries.async_unload(entry.entry_id)
+
+
+def _turn_ends(service: Service) -> dict[str, int]:
+    with urllib.request.urlopen(f"{service.url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    found = re.findall(r'gateway_stt_turn_end_total\{by="(\w+)"\} (\d+)', text)
+    return {by: int(n) for by, n in found}
+
+
+async def test_ha_gets_the_transcript_before_the_stream_ends(
+    hass: HomeAssistant, socket_enabled: None, gateway_process: tuple[Service, int]
+) -> None:
+    """A stream that never ends by itself (no audio-stop can come): HA's own provider returns
+    the gateway's transcript of the request and its second of silence, and stops uploading."""
+    service, port = gateway_process
+    entry = await _setup(hass, port)
+    tts_entity = hass.data[DATA_COMPONENT].get_entity(_entity(hass, "tts", entry))
+    stt_entity = stt.async_get_speech_to_text_entity(hass, _entity(hass, "stt", entry))
+    assert tts_entity is not None
+    assert stt_entity is not None
+    _extension, wav = await tts_entity.async_get_tts_audio("Turn on the kitchen light.", "en", {})
+    pcm = _pcm16k(wav) + bytes(2 * 16000)  # the request, then a second of silence
+    before = _turn_ends(service)
+    stream: list[str] = []
+
+    async def chunks() -> AsyncGenerator[bytes]:
+        try:
+            for i in range(0, len(pcm), 2048):
+                yield pcm[i : i + 2048]
+            stream.append("all audio sent")
+            await asyncio.Event().wait()  # the stream goes on: only the gateway can end the turn
+            stream.append("ended")  # never
+        finally:
+            stream.append("closed")
+
+    result = await asyncio.wait_for(
+        stt_entity.internal_async_process_audio_stream(METADATA, chunks()), 120
+    )
+    assert result.result is stt.SpeechResultState.SUCCESS
+    assert words(result.text or "") == PHRASE
+    # HA closed the stream, which never ended (whether every chunk was read by then is the
+    # race between HA's upload and whisper: not what this test is about)
+    assert stream[-1] == "closed"
+    assert "ended" not in stream
+    after = _turn_ends(service)
+    assert after["gateway"] == before["gateway"] + 1
+    assert after["client"] == before["client"]
     assert await hass.config_entries.async_unload(entry.entry_id)

@@ -87,6 +87,7 @@ class Settings:
     stt_prompt: str
     stt_early_pause_ms: int
     stt_early_max: int
+    stt_endpoint_ms: int
     tts_url: str
     tts_key: str
     tts_models: tuple[str, ...]
@@ -125,6 +126,7 @@ def parse_settings(
         stt_prompt=ns.stt_prompt,
         stt_early_pause_ms=_at_least("--stt-early-pause-ms", ns.stt_early_pause_ms, 0),
         stt_early_max=_at_least("--stt-early-max", ns.stt_early_max, 1),
+        stt_endpoint_ms=_at_least("--stt-endpoint-ms", ns.stt_endpoint_ms, 0),
         tts_url=ns.tts_openai_url.rstrip("/"),
         tts_key=ns.tts_openai_key,
         tts_models=split_list(ns.tts_models),

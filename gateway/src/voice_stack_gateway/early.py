@@ -50,6 +50,11 @@ class PauseDetector:
     def speech_after_cut(self) -> bool:
         return self._after_cut > 0
 
+    @property
+    def pause_ms(self) -> int:
+        """The quiet heard since the last speech frame (audio time, not the wall clock)."""
+        return self._quiet * FRAME_MS
+
     def feed(self, pcm: bytes) -> list[Signal]:
         data = self._carry + pcm
         whole = len(data) - len(data) % FRAME_BYTES
@@ -115,6 +120,19 @@ class EarlyTranscription:
                 self.current = self._start()
                 _LOGGER.debug("Early transcription %d of %d started", self.cuts, self._max)
 
+    @property
+    def pause_ms(self) -> int:
+        return self._detector.pause_ms
+
+    @property
+    def speech_after_cut(self) -> bool:
+        return self._detector.speech_after_cut
+
+    def take(self) -> Transcription | None:
+        """The current request, which this utterance no longer drops or closes (its answer)."""
+        current, self.current = self.current, None
+        return current
+
     def at_stop(self) -> Transcription | None:
         """audio-stop: the early request that answers, if no speech came after its cut.
 
@@ -123,8 +141,7 @@ class EarlyTranscription:
         """
         if self._detector.flush() or self._detector.speech_after_cut:
             self._drop("speech after the last cut")
-        current, self.current = self.current, None
-        return current
+        return self.take()
 
     async def close(self) -> None:
         """The utterance is over: no early request may outlive it."""

@@ -60,6 +60,13 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("--stt-early-max", ("STT_EARLY_MAX",), "3", "early transcriptions per utterance"),
     Flag(
+        "--stt-endpoint-ms",
+        ("STT_ENDPOINT_MS",),
+        "400",
+        "an early transcript that reads complete after a pause this long ends the turn before"
+        " audio-stop; 0 = off",
+    ),
+    Flag(
         "--tts-openai-url", ("TTS_OPENAI_URL",), "http://127.0.0.1:8880/v1", "TTS server base URL"
     ),
     Flag("--tts-openai-key", ("TTS_OPENAI_KEY",), "", "TTS bearer key (never logged)", secret=True),

@@ -42,6 +42,14 @@ class EarlyResult(StrEnum):
     WASTED = "wasted"
 
 
+class EndedBy(StrEnum):
+    """Who ended a turn while end of turn was on: the gateway, before audio-stop, or the
+    client's audio-stop (the turns left to Home Assistant's own end of speech)."""
+
+    GATEWAY = "gateway"
+    CLIENT = "client"
+
+
 def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -101,7 +109,8 @@ class BackendState:
 
 
 class Metrics:
-    """Requests, errors, latency histograms, early transcription outcomes, active sessions."""
+    """Requests, errors, latency histograms, early transcription and end-of-turn outcomes,
+    active sessions."""
 
     def __init__(self, stt_url: str, tts_url: str) -> None:
         self.started = time.monotonic()
@@ -110,6 +119,7 @@ class Metrics:
         self.latency = {kind: Histogram() for kind in REQUEST_KINDS}  # to first result/audio
         self.errors: dict[tuple[Kind, str], int] = {}  # (kind, code)
         self.early = dict.fromkeys(EarlyResult, 0)
+        self.turn_end = dict.fromkeys(EndedBy, 0)
         self.stt_backend = BackendState(public_url(stt_url))  # URLs as shown: no credentials
         self.tts_backend = BackendState(public_url(tts_url), voices=[])
 
@@ -157,6 +167,13 @@ class Metrics:
                 " audio (miss), and early requests whose result went unused (wasted).",
             ),
             *(f'gateway_stt_early_total{{result="{r}"}} {v}' for r, v in self.early.items()),
+            *_header(
+                "gateway_stt_turn_end_total",
+                "counter",
+                "End of turn: turns the gateway ended before audio-stop (gateway) and turns"
+                " left to the client's audio-stop (client).",
+            ),
+            *(f'gateway_stt_turn_end_total{{by="{b}"}} {v}' for b, v in self.turn_end.items()),
             *_header(
                 "gateway_latency_seconds",
                 "histogram",

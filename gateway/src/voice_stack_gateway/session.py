@@ -42,6 +42,7 @@ class SttOptions:
     streaming_models: tuple[str, ...]
     early_pause_ms: int  # 0 = no early transcription
     early_max: int
+    endpoint_ms: int  # 0 = the client ends every turn
 
     @classmethod
     def of(cls, s: Settings) -> SttOptions:
@@ -52,6 +53,7 @@ class SttOptions:
             s.stt_streaming_models,
             s.stt_early_pause_ms,
             s.stt_early_max,
+            s.stt_endpoint_ms if s.stt_early_pause_ms else 0,
         )
 
 
@@ -109,6 +111,11 @@ class Jobs:
         except BaseException:
             coro.close()  # never started: no "never awaited" warning
             raise
+        self.start(kind, coro)
+
+    def start(self, kind: Kind, coro: Coroutine[Any, Any, None]) -> None:
+        """Start `coro` now; only when no job runs (`busy` is false)."""
+        assert not self.busy
         self._coro = coro
         self._task = asyncio.create_task(self._guarded(kind, coro), name=str(kind))
 

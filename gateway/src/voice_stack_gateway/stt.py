@@ -1,6 +1,7 @@
 """A connection's speech-to-text requests, and their answers: the early transcript when it
 covers the whole utterance, else the transcript of the whole audio; streamed deltas become
-transcript chunks."""
+transcript chunks. When the gateway ends a turn itself (endpoint.py), the early transcript is
+the answer before audio-stop, and what the client still sends for that utterance is ignored."""
 
 from __future__ import annotations
 
@@ -29,12 +30,25 @@ class SttHandler:
 
     @property
     def active(self) -> bool:
-        """Audio is coming in."""
-        return self.utterance is not None and self.utterance.started
+        """Audio is coming in (and its turn is not over)."""
+        u = self.utterance
+        return u is not None and u.started and not u.ended
 
     def _new(self, name: object = None, language: object = None) -> Utterance:
         model = self.ctx.catalog.current.stt_model(name, self.model)
-        return Utterance(self.ctx, model, language if isinstance(language, str) else None)
+        language = language if isinstance(language, str) else None
+        return Utterance(self.ctx, model, language, self._end_turn)
+
+    def _end_turn(self, utterance: Utterance, transcription: Transcription) -> bool:
+        """The gateway ends this utterance's turn: answer with its early transcript now, unless
+        an answer before it is still being sent (answers keep the order of the requests)."""
+        if utterance is not self.utterance or self.jobs.busy:
+            return False
+        self.ctx.metrics.requests[Kind.STT] += 1
+        self.ctx.metrics.early[EarlyResult.HIT] += 1
+        _LOGGER.debug("STT answered by early transcription %d", utterance.early_cuts)
+        self.jobs.start(Kind.STT, answer_early(self.ctx, self.sink, utterance, transcription))
+        return True
 
     async def _replace(self, utterance: Utterance | None) -> None:
         old, self.utterance = self.utterance, utterance
@@ -62,6 +76,14 @@ class SttHandler:
         utterance, self.utterance = self.utterance, None
         if utterance is None:
             raise GatewayError(BAD_REQUEST, "audio-stop arrived before audio-start")
+        if utterance.ended:  # answered already: nothing to do, nothing to say
+            _LOGGER.debug(
+                "audio-stop after the turn ended; %d bytes of audio after it ignored",
+                utterance.ignored_bytes,
+            )
+            return
+        if utterance.turn is not None:
+            utterance.turn.left()
         self.ctx.metrics.requests[Kind.STT] += 1
         try:
             await self.jobs.run(Kind.STT, answer(self.ctx, self.sink, utterance))
@@ -87,6 +109,19 @@ async def answer(ctx: SessionContext, sink: Sink, utterance: Utterance) -> None:
     finally:
         if transcription is not None:
             await transcription.close()
+        await utterance.close()
+
+
+async def answer_early(
+    ctx: SessionContext, sink: Sink, utterance: Utterance, transcription: Transcription
+) -> None:
+    """The gateway ended the turn: the early transcript is the answer (there is no audio-stop
+    to time from: the STT latency is counted from this decision)."""
+    decided = time.perf_counter()
+    try:
+        await _send(ctx, sink, utterance, transcription, decided)
+    finally:
+        await transcription.close()
         await utterance.close()
 
 

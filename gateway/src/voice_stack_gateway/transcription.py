@@ -41,6 +41,17 @@ class Transcription:
             self.done = True
             self._changed.set()
 
+    @property
+    def text(self) -> str | None:
+        """The final transcript, once the request has ended well; else None."""
+        if not self.done or self.error is not None:
+            return None
+        return next((text for kind, text in reversed(self.items) if kind == "done"), None)
+
+    async def finished(self) -> None:
+        """Wait for the end (a waiter cancelled leaves the request running)."""
+        await asyncio.wait({self._task})
+
     async def started(self) -> bool:
         """Wait for the first result (a streamed delta, or the transcript) or the end; True if
         the backend began to answer, so its results can be sent on as they come."""

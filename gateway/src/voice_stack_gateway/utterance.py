@@ -1,11 +1,15 @@
 """One utterance's audio: transcribe? -> audio-start -> audio-chunk* -> audio-stop. Audio is
 converted to the backend's format as it arrives (so the upload is ready at audio-stop), bounded
-in length, and watched for pauses when early transcription is on."""
+in length, watched for pauses when early transcription is on, and for the end of the turn
+(endpoint.py) when that is on too."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .audio import Converter, PcmFormat, check_format
 from .early import EarlyTranscription
+from .endpoint import TurnEnd
 from .errors import AUDIO_TOO_LONG, BAD_REQUEST, GatewayError
 from .session import SessionContext
 from .transcription import Transcription
@@ -16,7 +20,13 @@ _VAD_FORMAT = PcmFormat(VAD_RATE, 2, 1)
 
 
 class Utterance:
-    def __init__(self, ctx: SessionContext, model: str, language: str | None) -> None:
+    def __init__(
+        self,
+        ctx: SessionContext,
+        model: str,
+        language: str | None,
+        on_end: Callable[[Utterance, Transcription], bool] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.model = model
         self.language = language
@@ -28,17 +38,28 @@ class Utterance:
         self._vad_converter: Converter | None = None  # when the upload is not 16 kHz
         self.started = False
         self.failed = False
+        self.ended = False  # the gateway ended the turn: what the client still sends is ignored
+        self.ignored_bytes = 0
         self.early: EarlyTranscription | None = None
+        self.turn: TurnEnd | None = None
         if ctx.stt.early_pause_ms:
             self.early = EarlyTranscription(
                 ctx.metrics, self.snapshot_request, ctx.stt.early_pause_ms, ctx.stt.early_max
             )
+            if ctx.stt.endpoint_ms and on_end is not None:
+                self._on_end = on_end
+                self.turn = TurnEnd(
+                    ctx.metrics, self.early, ctx.stt.endpoint_ms, language, self._end_turn
+                )
 
     def start(self, data: dict[str, object]) -> None:
         self._set_format(check_format(data.get("rate"), data.get("width"), data.get("channels")))
         self.started = True
 
     def add(self, data: dict[str, object], payload: bytes | None) -> None:
+        if self.ended:
+            self.ignored_bytes += len(payload or b"")
+            return
         if self.failed:
             return
         if not self.started or self.converter is None:
@@ -60,6 +81,18 @@ class Utterance:
         if self.early is not None:
             vad = self._vad_converter
             self.early.feed(pcm if vad is None else vad.convert(raw))
+            if self.turn is not None:
+                self.turn.check()
+
+    @property
+    def early_cuts(self) -> int:
+        return self.early.cuts if self.early is not None else 0
+
+    def _end_turn(self, transcription: Transcription) -> bool:
+        if not self._on_end(self, transcription):
+            return False
+        self.ended = True
+        return True
 
     def _set_format(self, fmt: PcmFormat) -> None:
         self.converter = Converter(fmt, self.target)
@@ -91,5 +124,7 @@ class Utterance:
         return Transcription(ctx.stt_backend, body, content_type, self.streaming, name)
 
     async def close(self) -> None:
+        if self.turn is not None:
+            await self.turn.close()
         if self.early is not None:
             await self.early.close()

@@ -1,0 +1,120 @@
+"""End of turn in the gateway: when an utterance's early transcript is back, the pause it was
+cut at has lasted `--stt-endpoint-ms` (counted in audio frames) with no speech after the cut,
+and its words read as a complete request (complete.py), the transcript is sent at once, before
+the client's audio-stop. Home Assistant's Wyoming STT returns the first transcript it reads and
+stops uploading, so its own silence hold (0.7 s) is not waited out.
+
+Otherwise nothing changes: the client's audio-stop ends the turn, as before, and speech after
+the cut still means the whole audio is transcribed. Every decision (and the reason a turn was
+left to the client) goes to the debug log; /metrics counts both outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from .complete import Verdict, judge
+from .early import EarlyTranscription
+from .metrics import EndedBy, Metrics
+from .transcription import Transcription
+
+_LOGGER = logging.getLogger(__name__)
+
+
+class TurnEnd:
+    """One utterance's end of turn: checked after every audio chunk and whenever an early
+    transcript comes back; `end` starts the answer and says whether it could."""
+
+    def __init__(
+        self,
+        metrics: Metrics,
+        early: EarlyTranscription,
+        endpoint_ms: int,
+        language: str | None,
+        end: Callable[[Transcription], bool],
+    ) -> None:
+        self._metrics = metrics
+        self._early = early
+        self._endpoint_ms = endpoint_ms
+        self._language = language
+        self._end = end
+        self._watched: Transcription | None = None
+        self._verdict: tuple[Transcription, Verdict] | None = None
+        self._watchers: set[asyncio.Task[None]] = set()
+        self.why = "no pause after speech"  # why the turn has not ended yet
+        self.over = False
+
+    def check(self) -> None:
+        if self.over:
+            return
+        current = self._early.current
+        if current is None:
+            if self._early.cuts:
+                self.why = "speech after the last cut"
+            return
+        if current is not self._watched:
+            self._watched = current
+            task = asyncio.create_task(self._watch(current), name="stt turn end")
+            self._watchers.add(task)
+            task.add_done_callback(self._watchers.discard)
+        ready = self._ready(current)
+        if ready is None:
+            return
+        if not self._end(current):
+            self.why = "the answer to an earlier request was still being sent"
+            return
+        self._early.take()  # the answer's now: the utterance no longer drops or closes it
+        self.over = True
+        self._metrics.turn_end[EndedBy.GATEWAY] += 1
+        _LOGGER.debug("Turn ended by the gateway before audio-stop: %s", ready)
+
+    def _ready(self, current: Transcription) -> str | None:
+        """Why the turn may end now; None (and `why` says what is missing) if it may not."""
+        text = current.text
+        if text is None:
+            what = "failed" if current.done else "was not back yet"
+            self.why = f"early transcription {self._early.cuts} {what}"
+            return None
+        words = text.strip()
+        verdict = self._judge(current, words)
+        pause = self._early.pause_ms
+        if not verdict.complete:
+            self.why = f"{words!r} does not read complete: {verdict.why}"
+        elif self._early.speech_after_cut:
+            self.why = "speech after the last cut"
+        elif pause < self._endpoint_ms:
+            self.why = f"{words!r} reads complete, but the pause was {pause} ms"
+        else:
+            return f"a {pause} ms pause (>= {self._endpoint_ms} ms), {words!r}: {verdict.why}"
+        return None
+
+    def left(self) -> None:
+        """audio-stop came first: the client ended the turn."""
+        if self.over:
+            return
+        self.over = True
+        self._metrics.turn_end[EndedBy.CLIENT] += 1
+        _LOGGER.debug("Turn left to the client's audio-stop: %s", self.why)
+
+    async def close(self) -> None:
+        self.over = True
+        watchers, self._watchers = set(self._watchers), set()
+        for task in watchers:
+            task.cancel()
+        for task in watchers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _judge(self, transcription: Transcription, words: str) -> Verdict:
+        """Each early transcript is judged once."""
+        if self._verdict is None or self._verdict[0] is not transcription:
+            self._verdict = (transcription, judge(words, self._language))
+            _LOGGER.debug("Early transcript %d: %r: %s", self._early.cuts, words, self._verdict[1])
+        return self._verdict[1]
+
+    async def _watch(self, transcription: Transcription) -> None:
+        await transcription.finished()
+        self.check()
