@@ -1,0 +1,73 @@
+"""bench/soak.py for two minutes: every fault once (llama-server killed, the speech server and
+the gateway restarted, the proxy given a new general key, the proxy down for 30 s, Home
+Assistant restarted) while two satellites speak through a real HA and three browser clients
+chat. Asserts the report's shape, that every fault happened and that no request failed outside
+a fault window; no figure is timed (the soak's figures go to docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from voice_stack_dev.paths import REPO, venv_bin
+
+from .demo_process import run_stopping_cleanly
+
+SOAK = REPO / "bench" / "soak.py"
+LIMIT_S = 15 * 60  # two minutes of soak, the servers' start, the faults that run late
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(LIMIT_S + 120)]
+
+FAULTS = {"llama_kill", "speech_restart", "gateway_restart", "proxy_new_key", "proxy_down",
+          "ha_restart"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def soak(tmp_path_factory: pytest.TempPathFactory, service_logs: Path) -> dict[str, Any]:
+    """One run; `service_logs` marks the tests `real` (the soak's own logs are in its JSON)."""
+    out = tmp_path_factory.mktemp("soak") / "soak.json"
+    argv = [str(venv_bin("ha11", "python")), str(SOAK), "--minutes", "2", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "dev")}
+    code, _stdout, stderr = run_stopping_cleanly(argv, env, LIMIT_S)
+    assert code == 0, stderr[-4000:]
+    report: dict[str, Any] = json.loads(Path(out).read_text())
+    return report
+
+
+def test_every_fault_happened_once(soak: dict[str, Any]) -> None:
+    assert soak["fault_counts"] == dict.fromkeys(FAULTS, 1)
+    for fault in soak["faults"]:
+        assert fault["error"] is None, fault
+        assert fault["back"] is not None, fault
+        assert fault["back"] >= fault["start"], fault
+        assert fault["window"][1] > fault["window"][0]
+    assert soak["goals"]["every_fault_happened"] is True
+
+
+def test_no_error_outside_a_fault_window(soak: dict[str, Any]) -> None:
+    outside = [e for e in soak["errors"] if not e["in_window"]]
+    assert not outside, json.dumps(outside, indent=1)
+    assert all(e["error"] and not e["hang"] for e in soak["errors"])
+    assert soak["goals"]["no_error_outside_a_fault_window"] is True
+    assert soak["requests"]["voice_turns"] > 0
+    assert soak["requests"]["browser_requests"] > 0
+
+
+def test_report_shape(soak: dict[str, Any]) -> None:
+    assert [q["quarter"] for q in soak["first_audio_by_quarter"]] == [1, 2, 3, 4]
+    assert set(soak["usage_last_5_6"]) == {"hass", "gateway", "proxy", "speech", "llama"}
+    assert soak["usage_samples"]
+    assert len(soak["warm_up_s_after_llama_restart"]) == 1
+    assert isinstance(soak["recorder_rows"]["by_entity"], dict)
+    assert soak["recorder_rows"]["by_entity"]  # the recorder is on and our entities wrote
+    assert [a["fault"] for a in soak["first_after_back"]] == [f["name"] for f in soak["faults"]]
+    assert set(soak["goals"]) >= {
+        "no_error_outside_a_fault_window", "in_window_errors_clear_no_hang",
+        "first_request_after_back_succeeds", "rss_growth_under_5pct_last_5_6",
+        "no_fd_growth_last_5_6", "voice_slot_never_evicted_by_a_browser",
+        "warm_up_within_one_poll",
+    }  # fmt: skip
