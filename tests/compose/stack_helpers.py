@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from voice_stack_dev.paths import MODELS, REPO
+from voice_stack_dev.paths import LLAMA_SERVER, MODELS, REPO
 
 COMPOSE_DIR = REPO / "compose"
 STACK = COMPOSE_DIR / "stack"
@@ -127,3 +127,21 @@ def stand_in(directory: Path, name: str, text: str) -> Path:
     path.write_text(text)
     path.chmod(0o755)
     return path
+
+
+def stand_in_host(tmp_path: Path, fakes: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a ./stack run on a host this machine is not: the stand-in docker and
+    nvidia-smi first on PATH (their calls logged), answering from `fakes` (FAKE_*), the tested
+    llama-server's real --help, and ports nothing listens on unless a test says otherwise."""
+    bin_dir = tmp_path / "bin"
+    stand_in(bin_dir, "docker", STAND_IN_DOCKER)
+    stand_in(bin_dir, "nvidia-smi", STAND_IN_NVIDIA_SMI)
+    return {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_DOCKER_LOG": str(tmp_path / "docker.log"),
+        "LLAMA_SERVER": str(LLAMA_SERVER),
+        "LLM_PROXY_PORT": "0",
+        "GATEWAY_PORT": "0",
+        "GATEWAY_HTTP_PORT": "0",
+        **fakes,
+    }

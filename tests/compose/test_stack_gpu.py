@@ -4,20 +4,12 @@ stand-in nvidia-smi programs (this machine has no GPU), Compose is the real bina
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.compose.stack_helpers import (
-    STAND_IN_DOCKER,
-    STAND_IN_NVIDIA_SMI,
-    stack,
-    stand_in,
-    write_env_file,
-)
-from voice_stack_dev.paths import LLAMA_SERVER
+from tests.compose.stack_helpers import stack, stand_in_host, write_env_file
 
 NVIDIA = '{"nvidia":{"path":"nvidia-container-runtime"}}'
 LLAMA_CUDA = "ghcr.io/ggml-org/llama.cpp:server-cuda-b11347@sha256:"
@@ -53,20 +45,9 @@ CHOICES = {
 
 @pytest.fixture
 def host(tmp_path: Path) -> dict[str, str]:
-    bin_dir = tmp_path / "bin"
-    stand_in(bin_dir, "docker", STAND_IN_DOCKER)
-    stand_in(bin_dir, "nvidia-smi", STAND_IN_NVIDIA_SMI)
-    return {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_DOCKER_LOG": str(tmp_path / "docker.log"),
-        "FAKE_ENGINE": "28.5.2",
-        "FAKE_BUILDX": "0.29.1",
-        "FAKE_RUNTIMES": NVIDIA,
-        "LLAMA_SERVER": str(LLAMA_SERVER),
-        "LLM_PROXY_PORT": "0",
-        "GATEWAY_PORT": "0",
-        "GATEWAY_HTTP_PORT": "0",
-    }
+    return stand_in_host(
+        tmp_path, {"FAKE_ENGINE": "28.5.2", "FAKE_BUILDX": "0.29.1", "FAKE_RUNTIMES": NVIDIA}
+    )
 
 
 def env_values(path: Path) -> dict[str, str]:

@@ -5,7 +5,6 @@ one of the tested build."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -17,10 +16,9 @@ from tests.compose.stack_helpers import (
     COMPOSE_BIN,
     LOGGING_COMPOSE,
     OLD_COMPOSE,
-    STAND_IN_DOCKER,
-    STAND_IN_NVIDIA_SMI,
     stack,
     stand_in,
+    stand_in_host,
     write_env_file,
 )
 from voice_stack_dev.paths import LLAMA_SERVER
@@ -43,19 +41,7 @@ def env_file(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def host(tmp_path: Path) -> dict[str, str]:
-    """The environment of a run with the stand-in docker first on PATH (its calls logged)."""
-    bin_dir = tmp_path / "bin"
-    stand_in(bin_dir, "docker", STAND_IN_DOCKER)
-    stand_in(bin_dir, "nvidia-smi", STAND_IN_NVIDIA_SMI)
-    return {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_DOCKER_LOG": str(tmp_path / "docker.log"),
-        "LLAMA_SERVER": str(LLAMA_SERVER),
-        "LLM_PROXY_PORT": "0",  # a port nothing listens on, unless a test says otherwise
-        "GATEWAY_PORT": "0",
-        "GATEWAY_HTTP_PORT": "0",
-        **GOOD_HOST,
-    }
+    return stand_in_host(tmp_path, GOOD_HOST)
 
 
 def logging_compose(host: dict[str, str]) -> str:
