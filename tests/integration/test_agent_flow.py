@@ -253,8 +253,8 @@ class TestThroughTheRealProxy:
         assert (_slot_choices(result), _suggested(result)[CONF_SLOTS]) == ([], [])
         text = _error_text(result)
         assert "(0) is used by another agent (Assistant: 0)" in text
-        assert "`LLM_RESERVED_SLOTS=0,1` in `compose/.env`" in text
-        assert "`./stack up -d`" in text
+        assert "LLM_RESERVED_SLOTS=0,1 in compose/.env" in text
+        assert "./stack up -d" in text
 
         await self._reserve(hass, proxies, llama_text, 0, 1)
         tasks = {CONF_NAME: "Tasks", **_options(**{CONF_SLOTS: []})}
@@ -316,5 +316,5 @@ async def test_every_slot_taken_without_a_proxy(
     result = await _add(hass, entry, SUBENTRY_CONVERSATION)
     assert result["errors"] == {"base": "no_free_slot"}
     text = _error_text(result, SUBENTRY_CONVERSATION)
-    assert "set `LLM_PARALLEL=5` and add 4 to `LLM_RESERVED_SLOTS`" in text
-    assert "`-np 5`" in text
+    assert "set LLM_PARALLEL=5 and add 4 to LLM_RESERVED_SLOTS" in text
+    assert "-np 5 " in text
