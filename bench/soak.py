@@ -60,9 +60,10 @@ TURN_LIMIT_S = 60.0  # HA's pipeline timeout for one run
 HANG_S = TURN_LIMIT_S + 30.0  # a request still open after this is a hang
 BROWSER_TIMEOUT_S = 60.0
 WARM_UP_LIMIT_S = 120.0
-TAIL_LIMIT_S = (
-    300.0  # at most this long past the planned end, waiting for requests after the last fault
-)
+# At most this long past the planned end, waiting for requests after the last fault.
+TAIL_LIMIT_S = 300.0
+SETTLE_S = 120.0  # a process's first minutes: its start-up, not growth
+MIN_SAMPLES = 6  # after settling, to judge a process's growth
 WATCHED = (Role.HASS, Role.GATEWAY, Role.PROXY, Role.SPEECH, Role.LLAMA)
 FAULTS = ("llama_kill", "speech_restart", "gateway_restart", "proxy_new_key", "proxy_down",
           "ha_restart")  # fmt: skip
@@ -393,39 +394,50 @@ def latency_by_quarter(requests: list[Request], span: float) -> list[dict[str, A
     return quarters
 
 
-def growth(usage: list[dict[str, Any]], role: Role, since: float) -> dict[str, Any]:
-    """RSS and descriptors of the service's last process (its last restart) from `since` on:
-    the median of its first three samples against that of its last three."""
-    rows = [(r["t"], r[role.value]) for r in usage if r["t"] >= since and r.get(role.value)]
-    if not rows:
-        return {"samples": 0}
-    last_pids = rows[-1][1]["pids"][0]
-    rows = [(t, u) for t, u in rows if u["pids"][0] == last_pids]
+def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[str, Any]]:
+    """RSS and descriptors of each of the service's processes (a restart starts a new one) from
+    `since` on, each from SETTLE_S after it started: the median of its first three samples
+    against that of its last three."""
+    lives: dict[int, list[tuple[float, dict[str, Any]]]] = {}
+    for row in usage:
+        if (u := row.get(role.value)) is not None:
+            lives.setdefault(u["pids"][0], []).append((row["t"], u))
+    out = []
+    for pid, life in lives.items():
+        began = life[0][0]
+        rows = [(t, u) for t, u in life if t >= max(since, began + SETTLE_S)]
+        if len(rows) < 2:
+            continue
 
-    def ends(key: str) -> tuple[float, float]:
-        values = [u[key] for _, u in rows]
-        return statistics.median(values[:3]), statistics.median(values[-3:])
+        def ends(key: str, rows: list[tuple[float, dict[str, Any]]] = rows) -> tuple[float, float]:
+            values = [u[key] for _, u in rows]
+            return statistics.median(values[:3]), statistics.median(values[-3:])
 
-    (rss0, rss1), (fd0, fd1), (so0, so1) = ends("rss_kb"), ends("fds"), ends("sockets")
-    return {
-        "samples": len(rows),
-        "from_s": rows[0][0],
-        "to_s": rows[-1][0],
-        "rss_mb": [round(rss0 / 1024, 1), round(rss1 / 1024, 1)],
-        "rss_growth_pct": round(100 * (rss1 - rss0) / rss0, 2) if rss0 else None,
-        "fds": [fd0, fd1],
-        "sockets": [so0, so1],
-        "max_rss_mb": round(max(u["rss_kb"] for _, u in rows) / 1024, 1),
-    }
+        (rss0, rss1), (fd0, fd1), (so0, so1) = ends("rss_kb"), ends("fds"), ends("sockets")
+        out.append({
+            "pid": pid, "samples": len(rows), "from_s": rows[0][0], "to_s": rows[-1][0],
+            "rss_mb": [round(rss0 / 1024, 1), round(rss1 / 1024, 1)],
+            "rss_growth_pct": round(100 * (rss1 - rss0) / rss0, 2) if rss0 else None,
+            "fds": [fd0, fd1], "sockets": [so0, so1],
+            "max_rss_mb": round(max(u["rss_kb"] for _, u in rows) / 1024, 1),
+        })  # fmt: skip
+    return out
 
 
-def first_after(requests: list[Request], fault: Fault) -> dict[str, Any]:
-    """The first voice turn and the first browser request started after the service was back."""
+def _judged(lives: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The processes watched long enough to judge (MIN_SAMPLES after settling)."""
+    return [life for life in lives if life["samples"] >= MIN_SAMPLES]
+
+
+def first_after(requests: list[Request], fault: Fault, next_start: float) -> dict[str, Any]:
+    """The first voice turn and the first browser request started after the service was back;
+    None if none started before the next fault began (that one is judged by its own window)."""
     back = fault.back if fault.back is not None else float("inf")
     out: dict[str, Any] = {}
     for kind, prefix in (("voice", "satellite"), ("browser", "browser")):
-        first = next((r for r in sorted(requests, key=lambda r: r.start)
-                      if r.client.startswith(prefix) and r.start >= back), None)  # fmt: skip
+        ours = [r for r in requests if r.client.startswith(prefix)]
+        first = min((r for r in ours if back <= r.start < next_start), key=lambda r: r.start,
+                    default=None)  # fmt: skip
         if first is None:
             out[kind] = None
             continue
@@ -453,8 +465,9 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
     errors = [r for r in soak.requests if not r.ok]
     outside = [r for r in errors if not r.in_window]
     usage = {role.value: growth(soak.usage, role, span / 6) for role in WATCHED}
-    after = [{"fault": f.name, "at_s": round(f.start, 1), **first_after(soak.requests, f)}
-             for f in soak.faults]  # fmt: skip
+    starts = [f.start for f in soak.faults[1:]] + [float("inf")]
+    after = [{"fault": f.name, "at_s": round(f.start, 1), **first_after(soak.requests, f, nxt)}
+             for f, nxt in zip(soak.faults, starts, strict=True)]  # fmt: skip
     browsers = [r for r in soak.requests if r.client.startswith("browser") and r.ok]
     evicted = [r for r in browsers if r.slot in RESERVED_SLOTS]
     warm = [f.warm_up_s for f in soak.faults if f.name == "llama_kill"]
@@ -468,11 +481,12 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
             a[k] is None or a[k]["ok"] for a in after for k in ("voice", "browser")
         ),
         "rss_growth_under_5pct_last_5_6": {
-            k: v.get("rss_growth_pct") is not None and v["rss_growth_pct"] < 5
+            k: all(life["rss_growth_pct"] < 5 for life in _judged(v)) if _judged(v) else None
             for k, v in usage.items()
         },
         "no_fd_growth_last_5_6": {
-            k: v.get("fds", [0, 0])[1] <= v.get("fds", [0, 0])[0] for k, v in usage.items()
+            k: all(life["fds"][1] <= life["fds"][0] for life in _judged(v)) if _judged(v) else None
+            for k, v in usage.items()
         },
         "voice_slot_never_evicted_by_a_browser": not evicted,
         "warm_up_within_one_poll": all(w is not None and w <= POLL_S for w in warm),
