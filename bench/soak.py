@@ -44,7 +44,7 @@ from voice_stack_dev.demo.onboarding import onboard_or_login, wait_running
 from voice_stack_dev.demo.preflight import check_environment
 from voice_stack_dev.demo.provision import provision
 from voice_stack_dev.demo.roles import Role
-from voice_stack_dev.demo.services import RESERVED_SLOTS
+from voice_stack_dev.demo.services import CACHE_RAM_MIB, RESERVED_SLOTS
 from voice_stack_dev.e2e.phases import BROWSER_PARAGRAPHS, BROWSER_TITLE_WORDS, utterances
 from voice_stack_dev.e2e.servers import Servers
 from voice_stack_dev.e2e.stacks import PLAN
@@ -429,6 +429,14 @@ def _judged(lives: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [life for life in lives if life["samples"] >= MIN_SAMPLES]
 
 
+def _within_cache(lives: list[dict[str, Any]]) -> bool | None:
+    """llama-server's growth after settling stays within its host prompt cache (--cache-ram)."""
+    judged = _judged(lives)
+    if not judged:
+        return None
+    return all(life["max_rss_mb"] - life["rss_mb"][0] <= CACHE_RAM_MIB for life in judged)
+
+
 def first_after(requests: list[Request], fault: Fault, next_start: float) -> dict[str, Any]:
     """The first voice turn and the first browser request started after the service was back;
     None if none started before the next fault began (that one is judged by its own window)."""
@@ -490,6 +498,7 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
         },
         "voice_slot_never_evicted_by_a_browser": not evicted,
         "warm_up_within_one_poll": all(w is not None and w <= POLL_S for w in warm),
+        "llama_rss_growth_within_cache_ram": _within_cache(usage[Role.LLAMA.value]),
     }
     return {
         "setup": {
@@ -520,6 +529,7 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
         "usage_samples": soak.usage,
         "voice_slot_evictions_by_browsers": len(evicted),
         "warm_up_s_after_llama_restart": warm,
+        "llama_cache_ram_mib": CACHE_RAM_MIB,
         "recorder_rows": {"by_entity": rows, "per_hour": per_hour},
         "asyncio_tasks": "not read: neither HA nor the gateway exposes a task count",
         "goals": goals,
