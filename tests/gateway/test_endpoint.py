@@ -379,3 +379,29 @@ async def test_off_with_early_transcription_off(
 ) -> None:
     gw = await make_gateway(worded.url, stt_early_pause_ms=0)
     assert gw.ctx.stt.endpoint_ms == 0
+
+
+async def test_a_streaming_model_streams_the_early_answer(
+    phrases: dict[str, bytes],
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    """The fake streams "hello" and " world" (complete): judged once the stream is done, then
+    replayed as transcript-start, chunks, transcript and transcript-stop, before audio-stop."""
+    gw = await make_gateway(
+        fake_speech.url, stt_models=("whisper-fake",), stt_streaming_models=("whisper-fake",)
+    )
+    async with client(gw) as c:
+        await start(c, phrases["light"] + silence(1.0))
+        events = texts(await c.read_until("transcript-stop"))
+        await c.send(AudioStop().event())
+        await fed(c)
+    assert events == [
+        "transcript-start:",
+        "transcript-chunk:hello",
+        "transcript-chunk: world",
+        "transcript:hello world",
+        "transcript-stop:",
+    ]
+    assert turn_end(gw) == {"gateway": 1, "client": 0}
