@@ -83,3 +83,35 @@ async def test_a_job_starts_only_after_the_one_before() -> None:
     await second
     await jobs.wait()
     assert order == ["tts start", "tts end", "stt start", "stt end"]
+
+
+async def test_a_job_started_while_a_request_waits_is_waited_for_too() -> None:
+    """The end of a turn may start a job (the early transcript's answer) while a request waits
+    for the job before it: the request then waits for that one as well, in order."""
+    order: list[str] = []
+
+    async def job(name: str, gate: asyncio.Event | None = None) -> None:
+        order.append(f"{name} start")
+        if gate is not None:
+            await gate.wait()
+        order.append(f"{name} end")
+
+    async def until_done(task: asyncio.Task[None]) -> None:
+        await asyncio.wait({task})
+        if not started:  # what the end-of-turn watcher may do meanwhile
+            started.append(True)
+            jobs.start(Kind.STT, job("early answer"))
+
+    started: list[bool] = []
+    jobs = Jobs(Recorder(), until_done)
+    release = asyncio.Event()
+    await jobs.run(Kind.TTS, job("tts", release))
+    second = asyncio.create_task(jobs.run(Kind.TTS, job("next tts")))
+    await asyncio.sleep(0)
+    release.set()
+    await second
+    await jobs.wait()
+    assert order == [
+        "tts start", "tts end", "early answer start", "early answer end", "next tts start",
+        "next tts end",
+    ]  # fmt: skip

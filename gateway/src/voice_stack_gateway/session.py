@@ -105,9 +105,11 @@ class Jobs:
         return self._task is not None and not self._task.done()
 
     async def run(self, kind: Kind, coro: Coroutine[Any, Any, None]) -> None:
-        """Start `coro` once the job before it is done, so answers keep the requests' order."""
+        """Start `coro` once the job before it is done, so answers keep the requests' order
+        (and once a job started meanwhile is done too: the end of a turn may start one)."""
         try:
-            await self.wait()
+            while self.busy:
+                await self.wait()
         except BaseException:
             coro.close()  # never started: no "never awaited" warning
             raise
