@@ -258,15 +258,22 @@ def agent_slot_primed(agent_key: str) -> bool:
     return int(slot.get("id_task", -1)) >= 0
 
 
-def test_a_restarted_llm_gets_the_agent_slot_warm_again(installed: Bundle, home: Home) -> None:
+def test_a_restarted_llm_gets_the_agent_slot_warm_again(
+    installed: Bundle, home: Home, service_logs: Path
+) -> None:
     installed.stack("restart", "llm")
     installed.wait_healthy({"llm"})
+    healthy = time.monotonic()
     # A fresh process: slot 0 has run nothing until the integration primes it (it polls every
     # 15 s); no user request is sent meanwhile.
-    deadline = time.monotonic() + HEALTHY_WITHIN
+    deadline = healthy + HEALTHY_WITHIN
     while not agent_slot_primed(home.state.agent_key):
         assert time.monotonic() < deadline, "the agent's slot was not primed after the restart"
         time.sleep(1)
+    # How long after the container turned healthy (kept with the logs, never asserted).
+    (service_logs / "compose-llm-restart.json").write_text(
+        json.dumps({"primed_after_healthy_s": round(time.monotonic() - healthy, 1)})
+    )
     voice, slot = asyncio.run(speak(home))
     assert voice.reply_type != "error", voice.reply
     assert slot == 0
