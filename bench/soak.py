@@ -60,6 +60,7 @@ TURN_LIMIT_S = 60.0  # HA's pipeline timeout for one run
 HANG_S = TURN_LIMIT_S + 30.0  # a request still open after this is a hang
 BROWSER_TIMEOUT_S = 60.0
 WARM_UP_LIMIT_S = 120.0
+PRIME_POLL_S = 0.25  # a prime followed at once by a voice turn may still be missed
 # At most this long past the planned end, waiting for requests after the last fault.
 TAIL_LIMIT_S = 300.0
 SETTLE_S = 120.0  # a process's first minutes: its start-up, not growth
@@ -101,7 +102,7 @@ class Fault:
     start: float
     back: float | None = None  # the service answers again
     error: str | None = None
-    warm_up_s: float | None = None  # llama_kill: until the agent's slot ran a task
+    first_task_s: float | None = None  # llama_kill: until the agent's slot ran any task
 
     def window(self) -> tuple[float, float]:
         return self.start, (self.back if self.back is not None else self.start) + GRACE_S
@@ -120,6 +121,7 @@ class Soak:
     requests: list[Request] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     usage: list[dict[str, Any]] = field(default_factory=list)
+    primes: list[float] = field(default_factory=list)  # s since the run began
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
     def now(self) -> float:
@@ -254,18 +256,39 @@ async def watch(soak: Soak, every: float) -> None:
         await _pause(soak, every)
 
 
-async def warm_up_s(soak: Soak, since: float) -> float | None:
-    """Seconds from `since` until llama-server's reserved slot has run a task (the warm-up's
-    prime, or a voice turn if one came first); None within WARM_UP_LIMIT_S."""
+async def first_task_s(soak: Soak, since: float) -> float | None:
+    """Seconds from `since` until llama-server's reserved slot has run a task (a voice turn or
+    the warm-up's prime, whichever came first; the warm-up itself is timed by its prime, from
+    watch_primes); None within WARM_UP_LIMIT_S."""
     url, key = soak.servers.url(Role.LLAMA), soak.servers.state.llama_key
     deadline = time.monotonic() + WARM_UP_LIMIT_S
     while time.monotonic() < deadline:
         slots = {s.get("id"): s for s in await llama_slots(url, key)}
         slot = slots.get(RESERVED_SLOTS[0]) or {}
-        if int(slot.get("id_task", -1) or -1) >= 0 and not slot.get("is_processing"):
+        task = slot.get("id_task")
+        if isinstance(task, int) and task >= 0 and not slot.get("is_processing"):
             return round(soak.now() - since, 1)
         await asyncio.sleep(0.2)
     return None
+
+
+async def watch_primes(soak: Soak) -> None:
+    """The warm-up's primes on the reserved slot (a task with n_predict 0, what the
+    integration's warm-up sends), from llama-server's /slots every PRIME_POLL_S."""
+    url, key = soak.servers.url(Role.LLAMA), soak.servers.state.llama_key
+    seen: set[tuple[int, int]] = set()  # (llama-server's pid, task): ids restart with it
+    while not soak.done.is_set():
+        service = soak.servers.stack.services.get(Role.LLAMA)
+        pid = service.proc.pid if service is not None and service.proc is not None else 0
+        for slot in await llama_slots(url, key):
+            params = slot.get("params") or {}
+            task = slot.get("id_task")
+            if slot.get("id") not in RESERVED_SLOTS or not isinstance(task, int) or task < 0:
+                continue
+            if params.get("n_predict", params.get("max_tokens")) == 0 and (pid, task) not in seen:
+                seen.add((pid, task))
+                soak.primes.append(round(soak.now(), 1))
+        await _pause(soak, PRIME_POLL_S)
 
 
 # --- faults ----------------------------------------------------------------------------------
@@ -283,7 +306,7 @@ async def _restart(soak: Soak, role: Role, *, kill: bool = False) -> None:
 async def llama_kill(soak: Soak, fault: Fault) -> None:
     await _restart(soak, Role.LLAMA, kill=True)
     fault.back = soak.now()
-    fault.warm_up_s = await warm_up_s(soak, fault.back)
+    fault.first_task_s = await first_task_s(soak, fault.back)
 
 
 async def proxy_new_key(soak: Soak, fault: Fault) -> None:
@@ -429,6 +452,15 @@ def _judged(lives: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [life for life in lives if life["samples"] >= MIN_SAMPLES]
 
 
+def _primed_after(primes: list[float], fault: Fault) -> float | None:
+    """Seconds from llama-server's return until the warm-up primed the agent's slot."""
+    if fault.back is None:
+        return None
+    back = fault.back
+    first = min((p for p in primes if back <= p <= back + WARM_UP_LIMIT_S), default=None)
+    return None if first is None else round(first - back, 1)
+
+
 def _within_cache(lives: list[dict[str, Any]]) -> bool | None:
     """llama-server's growth after settling stays within its host prompt cache (--cache-ram)."""
     judged = _judged(lives)
@@ -478,7 +510,11 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
              for f, nxt in zip(soak.faults, starts, strict=True)]  # fmt: skip
     browsers = [r for r in soak.requests if r.client.startswith("browser") and r.ok]
     evicted = [r for r in browsers if r.slot in RESERVED_SLOTS]
-    warm = [f.warm_up_s for f in soak.faults if f.name == "llama_kill"]
+    warm = [_primed_after(soak.primes, f) for f in soak.faults if f.name == "llama_kill"]
+    # A restart of llama-server or HA (the entry set up anew) is expected to prime the slot.
+    restarts = [f.window() for f in soak.faults if f.name in ("llama_kill", "ha_restart")]
+    stray = [t for t in soak.primes if t > GRACE_S  # the set-up's own warm-up may run late
+             and not any(lo <= t <= hi for lo, hi in restarts)]  # fmt: skip
     per_hour = round(sum(rows.values()) / (span / 3600), 1) if span else None
     counts = {name: sum(f.name == name for f in soak.faults) for name in FAULTS}
     goals = {
@@ -499,6 +535,7 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
         "voice_slot_never_evicted_by_a_browser": not evicted,
         "warm_up_within_one_poll": all(w is not None and w <= POLL_S for w in warm),
         "llama_rss_growth_within_cache_ram": _within_cache(usage[Role.LLAMA.value]),
+        "no_prime_while_nothing_restarted": not stray,
     }
     return {
         "setup": {
@@ -530,6 +567,8 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
         "voice_slot_evictions_by_browsers": len(evicted),
         "warm_up_s_after_llama_restart": warm,
         "llama_cache_ram_mib": CACHE_RAM_MIB,
+        "primes_s": soak.primes,
+        "primes_while_nothing_restarted_s": stray,
         "recorder_rows": {"by_entity": rows, "per_hour": per_hour},
         "asyncio_tasks": "not read: neither HA nor the gateway exposes a task count",
         "goals": goals,
@@ -571,6 +610,7 @@ async def run(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
             fault_task = group.create_task(faults(soak, args.rounds, args.tail))
             group.create_task(timer(soak, fault_task))
             group.create_task(watch(soak, args.sample))
+            group.create_task(watch_primes(soak))
             group.create_task(browsers(soak, args.browser_gap))
             for n in range(2):
                 group.create_task(satellite(soak, n, speech, args.gap))
