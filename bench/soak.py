@@ -42,12 +42,12 @@ from voice_stack_dev.demo.errors import DemoError
 from voice_stack_dev.demo.observe import llama_slots
 from voice_stack_dev.demo.onboarding import onboard_or_login, wait_running
 from voice_stack_dev.demo.preflight import check_environment
-from voice_stack_dev.demo.provision import provision
 from voice_stack_dev.demo.roles import Role
 from voice_stack_dev.demo.services import CACHE_RAM_MIB, RESERVED_SLOTS
 from voice_stack_dev.e2e.phases import BROWSER_PARAGRAPHS, BROWSER_TITLE_WORDS, utterances
 from voice_stack_dev.e2e.servers import Servers
-from voice_stack_dev.e2e.stacks import PLAN
+from voice_stack_dev.e2e.stacks import provision_voice_stack
+from voice_stack_dev.e2e.turns import QUESTIONS as E2E_QUESTIONS
 from voice_stack_dev.e2e.turns import Utterance, clear_tts_cache
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 from voice_stack_dev.nginx import NginxProxy
@@ -68,14 +68,7 @@ MIN_SAMPLES = 6  # after settling, to judge a process's growth
 WATCHED = (Role.HASS, Role.GATEWAY, Role.PROXY, Role.SPEECH, Role.LLAMA)
 FAULTS = ("llama_kill", "speech_restart", "gateway_restart", "proxy_new_key", "proxy_down",
           "ha_restart")  # fmt: skip
-QUESTIONS = (
-    ("What is the capital of France?", "And what is the capital of Germany?"),
-    ("How many legs does a spider have?", "And how many legs does an ant have?"),
-    ("Who wrote Romeo and Juliet?", "And who wrote Hamlet?"),
-    ("What is the largest planet in the solar system?", "And what is the smallest planet?"),
-    ("What color is the sky on a clear day?", "And what color is grass?"),
-    ("How many days are there in a week?", "And how many months are there in a year?"),
-)
+QUESTIONS = E2E_QUESTIONS[:6]
 
 
 def log(message: str) -> None:
@@ -588,15 +581,7 @@ async def run(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
     soak.general_key = servers.state.proxy_key
     soak.ha = HomeAssistantClient(servers.url(Role.HASS))
     try:
-        setup = await provision(
-            soak.ha,
-            servers.state,
-            PLAN,
-            hass_port=servers.state.ports[Role.HASS],
-            proxy_url=servers.url(Role.PROXY),
-            gateway_port=servers.state.ports[Role.GATEWAY],
-            gateway_http_url=servers.url(Role.GATEWAY),
-        )
+        setup = await provision_voice_stack(soak.ha, servers)
         soak.pipeline_id = setup.pipeline_id
         ours = {e["entity_id"] for e in await registry(soak.ha)
                 if e["platform"] in ("voice_stack", "wyoming")

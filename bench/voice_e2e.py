@@ -52,23 +52,9 @@ from voice_stack_dev.e2e.probes import LlamaProbe, early_counts
 from voice_stack_dev.e2e.servers import Servers
 from voice_stack_dev.e2e.stacks import PLAN, STOCK_OPTIONS, set_up
 from voice_stack_dev.e2e.summary import Sample, single_requests
-from voice_stack_dev.e2e.turns import Turn, measure_turn
+from voice_stack_dev.e2e.turns import QUESTIONS, Turn, measure_turn
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 
-QUESTIONS = (
-    ("What is the capital of France?", "And what is the capital of Germany?"),
-    ("How many legs does a spider have?", "And how many legs does an ant have?"),
-    ("Who wrote Romeo and Juliet?", "And who wrote Hamlet?"),
-    ("What is the largest planet in the solar system?", "And what is the smallest planet?"),
-    ("What color is the sky on a clear day?", "And what color is grass?"),
-    ("How many days are there in a week?", "And how many months are there in a year?"),
-    ("What is the boiling point of water?", "And what is its freezing point?"),
-    ("Who painted the Mona Lisa?", "And who painted the Starry Night?"),
-    ("What is the tallest mountain in the world?", "And what is the longest river?"),
-    ("How many continents are there?", "And how many oceans are there?"),
-    ("What language is spoken in Brazil?", "And what language is spoken in Mexico?"),
-    ("What is the chemical symbol for gold?", "And what is the symbol for silver?"),
-)
 WARM_UP = "What is the capital of Portugal?"
 # Two satellites at once: requests whose replies run to the length limit, so that the first
 # reply is still streaming when the second transcript arrives (the speech server transcribes

@@ -55,15 +55,7 @@ async def set_up(ha: HomeAssistantClient, servers: Servers, *, stock_via_proxy: 
 
     Stock talks to llama-server itself (its URL and --api-key), or with `stock_via_proxy` to
     the auth proxy with the general key, which keeps it off the reserved slots."""
-    setup = await provision(
-        ha,
-        servers.state,
-        PLAN,
-        hass_port=servers.state.ports[Role.HASS],
-        proxy_url=servers.url(Role.PROXY),
-        gateway_port=servers.state.ports[Role.GATEWAY],
-        gateway_http_url=servers.url(Role.GATEWAY),
-    )
+    setup = await provision_voice_stack(ha, servers)
     ours = Pipeline("voice_stack", setup.pipeline_id, setup.agent.entity_id)
     if stock_via_proxy:
         url, key = servers.url(Role.PROXY), servers.state.proxy_key
@@ -75,6 +67,19 @@ async def set_up(ha: HomeAssistantClient, servers: Servers, *, stock_via_proxy: 
         ha, agent, stt, tts, prefer_local=False, name=STOCK_PIPELINE, preferred=False
     )
     return Stacks(ours, Pipeline("stock", stock_id, agent), setup)
+
+
+async def provision_voice_stack(ha: HomeAssistantClient, servers: Servers) -> Setup:
+    """Onboard HA and set up Voice Stack on these servers as the demo does (PLAN's agent)."""
+    return await provision(
+        ha,
+        servers.state,
+        PLAN,
+        hass_port=servers.state.ports[Role.HASS],
+        proxy_url=servers.url(Role.PROXY),
+        gateway_port=servers.state.ports[Role.GATEWAY],
+        gateway_http_url=servers.url(Role.GATEWAY),
+    )
 
 
 async def add_llama_cpp(ha: HomeAssistantClient, base_url: str, api_key: str) -> str:

@@ -16,6 +16,22 @@ from .stacks import MAX_TOKENS, Pipeline
 from .summary import TOTAL, Figures
 
 PACING = Pacing()
+# Spoken questions for the agent, each with a follow-up in the same conversation.
+QUESTIONS = (
+    ("What is the capital of France?", "And what is the capital of Germany?"),
+    ("How many legs does a spider have?", "And how many legs does an ant have?"),
+    ("Who wrote Romeo and Juliet?", "And who wrote Hamlet?"),
+    ("What is the largest planet in the solar system?", "And what is the smallest planet?"),
+    ("What color is the sky on a clear day?", "And what color is grass?"),
+    ("How many days are there in a week?", "And how many months are there in a year?"),
+    ("What is the boiling point of water?", "And what is its freezing point?"),
+    ("Who painted the Mona Lisa?", "And who painted the Starry Night?"),
+    ("What is the tallest mountain in the world?", "And what is the longest river?"),
+    ("How many continents are there?", "And how many oceans are there?"),
+    ("What language is spoken in Brazil?", "And what language is spoken in Mexico?"),
+    ("What is the chemical symbol for gold?", "And what is the symbol for silver?"),
+)
+
 SAMPLE_BYTES_PER_S = 16000 * 2
 
 type Messages = list[dict[str, str]]
