@@ -24,6 +24,7 @@ from .const import (
     DEVICE_TTS,
     DOMAIN,
 )
+from .llama_data import model_name
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigEntry, ConfigSubentry
@@ -74,7 +75,7 @@ def agent_device_info(subentry: ConfigSubentry) -> DeviceInfo:
         identifiers={(DOMAIN, subentry.subentry_id)},
         name=subentry.title,
         manufacturer="llama.cpp",
-        model=subentry.data.get(CONF_MODEL) or "llama-server",
+        model=model_name(subentry.data.get(CONF_MODEL) or "") or "llama-server",
         entry_type=DeviceEntryType.SERVICE,
     )
 

@@ -219,7 +219,7 @@ class ServerProps:
         """The GGUF's file name without .gguf (an alias such as "local" says less)."""
         if not self.model_path:
             return self.model
-        return self.model_path.rsplit("/", 1)[-1].removesuffix(".gguf")
+        return model_name(self.model_path)
 
     @property
     def fingerprint(self) -> tuple[object, ...]:
@@ -227,9 +227,15 @@ class ServerProps:
         return (self.model_path, self.build, self.total_slots, self.context_size)
 
 
+def model_name(model: str) -> str:
+    """What to show for a model: llama-server names one by its file's full path when it was
+    started without --alias (/props, /v1/models); the file name without .gguf is the name."""
+    return model.rsplit("/", 1)[-1].removesuffix(".gguf")
+
+
 def _model_name(payload: dict[str, Any]) -> str | None:
     path = payload.get("model_alias") or payload.get("model_path")
-    return str(path).rsplit("/", 1)[-1].removesuffix(".gguf") if path else None
+    return model_name(str(path)) if path else None
 
 
 def parse_props(payload: Any) -> ServerProps:
