@@ -44,11 +44,12 @@ from voice_stack_dev.demo.onboarding import onboard_or_login, wait_running
 from voice_stack_dev.demo.preflight import check_environment
 from voice_stack_dev.demo.roles import Role
 from voice_stack_dev.demo.services import CACHE_RAM_MIB, RESERVED_SLOTS
+from voice_stack_dev.demo.turns import clear_tts_cache
 from voice_stack_dev.e2e.phases import BROWSER_PARAGRAPHS, BROWSER_TITLE_WORDS, utterances
 from voice_stack_dev.e2e.servers import Servers
 from voice_stack_dev.e2e.stacks import provision_voice_stack
 from voice_stack_dev.e2e.turns import QUESTIONS as E2E_QUESTIONS
-from voice_stack_dev.e2e.turns import Utterance, clear_tts_cache
+from voice_stack_dev.e2e.turns import Utterance
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 from voice_stack_dev.nginx import NginxProxy
 from voice_stack_dev.procs import Service, group_usage

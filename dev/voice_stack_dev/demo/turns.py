@@ -151,12 +151,20 @@ async def _agent_figures(
     return agent, observe.last_used_slot(slots)
 
 
+async def clear_tts_cache(ha: HomeAssistantClient) -> None:
+    """Empty HA's TTS cache (its `tts.clear_cache` action): HA serves a reply it has spoken
+    before from memory, which would time the cache instead of the TTS server (and a second
+    demo run, speaking the same replies, would synthesize nothing)."""
+    await ha.request("POST", "/api/services/tts/clear_cache", json={})
+
+
 async def run_turn(
     ctx: TurnContext, number: int, request: Request, conversation_id: str | None
 ) -> Turn:
     """Synthesize, speak, then read back the light, the agent's timings and the reply audio."""
     pcm = await audio.synthesize_request(ctx.speech_url, request.text, ctx.speech_log)
     audio.write_wav(ctx.output / f"request-{number}.wav", pcm)
+    await clear_tts_cache(ctx.ha)  # what a user gets: the gateway's TTS, not HA's memory
     is_command = request.kind == "command"
     light_before = await _state_of(ctx.ha, ctx.setup.light_entity) if is_command else None
     began = datetime.now(UTC)

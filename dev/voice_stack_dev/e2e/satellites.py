@@ -9,12 +9,13 @@ from typing import Any
 
 from ..assist import AssistRun
 from ..assist_timings import first_event, first_token_at
+from ..demo.turns import clear_tts_cache
 from ..ha_client import HomeAssistantClient
 from .pairs import Satellite, pair_outcome
 from .probes import LlamaProbe
 from .slot_tasks import max_task, task_spans
 from .stacks import MAX_TOKENS, Pipeline
-from .turns import Utterance, clear_tts_cache, speak
+from .turns import Utterance, speak
 
 
 def _round(ms: float | None) -> float | None:

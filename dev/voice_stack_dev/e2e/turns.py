@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..assist import AssistError, AssistRun, Pacing, run_utterance
 from ..assist_timings import AssistTimings
 from ..demo.errors import DemoError
+from ..demo.turns import clear_tts_cache
 from ..ha_client import HomeAssistantApiError, HomeAssistantClient
 from .probes import LlamaProbe
 from .slot_tasks import max_task, task_spans
@@ -79,12 +80,6 @@ class Turn:
             "tts_first_byte_ms": t.tts_first_byte_ms,
         }
         return {k: None if v is None else round(v, 1) for k, v in figures.items()}
-
-
-async def clear_tts_cache(ha: HomeAssistantClient) -> None:
-    """Empty HA's TTS cache (its `tts.clear_cache` action): HA serves a reply it has spoken
-    before from memory, which would time the cache instead of the TTS server."""
-    await ha.request("POST", "/api/services/tts/clear_cache", json={})
 
 
 async def speak(
