@@ -148,6 +148,10 @@ class DockerEngine:
             os.killpg(proc.pid, signal.SIGKILL)  # containerd or a shim left behind
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(10)
+        # dockerd leaves the bind mount of its host network namespace behind when it stops.
+        for mount in (self.run_dir / "exec" / "netns").glob("*"):
+            umount = ["umount", "-l", str(mount)]
+            subprocess.run(umount, capture_output=True, timeout=30, check=False)
 
 
 def run(
