@@ -156,6 +156,9 @@ service_image() {
     inside && /^    image: / { sub(/^    image: /, ""); gsub(/"/, ""); print; exit }'
 }
 
+# SERVICE is built on this host rather than pulled.
+built_here() { [[ " $(built_services | tr '\n' ' ') " == *" $1 "* ]]; }
+
 # On this host already (compose pulls only what is missing), or in its registry.
 image_available() {
   "$(docker_bin)" image inspect "$1" >/dev/null 2>&1 ||
@@ -183,10 +186,9 @@ build_bases() {
 # ones (on this host or in their registry) and the bases of the ones built here.
 check_images() {
   engine_reachable || return 0
-  local svc image built missing=()
-  built=" $(built_services | tr '\n' ' ') "
+  local svc image missing=()
   for svc in $(selected_services); do
-    if [[ "$built" == *" $svc "* ]]; then
+    if built_here "$svc"; then
       for image in $(build_bases "$svc"); do
         image_available "$image" ||
           missing+=("$image (the base that $svc is built from, here)")
@@ -213,7 +215,7 @@ check_llm_flags() {
   local image help flag unknown=() gpus=()
   image="$(service_image llm)"
   if ! "$(docker_bin)" image inspect "$image" >/dev/null 2>&1; then
-    if [[ "${1:-}" != pull || " $(built_services | tr '\n' ' ') " == *" llm "* ]]; then
+    if [[ "${1:-}" != pull ]] || built_here llm; then
       echo "stack: $image is not on this host yet: its flags are checked once it is (./stack up pulls it first)" >&2
       return 0
     fi
