@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from voice_stack_gateway.metrics import EarlyResult, EndedBy, Kind, Metrics
 
 
@@ -30,6 +32,28 @@ def test_prometheus_text() -> None:
     assert "# TYPE gateway_stt_turn_end_total counter" in text
     assert 'gateway_backend_up{backend="asr"} 0' in text
     assert "pw" not in text
+
+
+def _tasks(m: Metrics) -> int:
+    (line,) = (x for x in m.prometheus().splitlines() if x.startswith("gateway_asyncio_tasks "))
+    return int(line.split()[1])
+
+
+async def test_asyncio_task_gauge_counts_the_loops_tasks() -> None:
+    m = Metrics("http://a", "http://t/v1")
+    before = _tasks(m)
+    stop = asyncio.Event()
+    waiters = [asyncio.create_task(stop.wait()) for _ in range(3)]
+    during = _tasks(m)
+    stop.set()
+    await asyncio.gather(*waiters)
+    assert during == before + 3
+    assert before >= 1  # this test's own task
+    assert "# TYPE gateway_asyncio_tasks gauge" in m.prometheus()
+
+
+def test_asyncio_task_gauge_outside_a_loop() -> None:
+    assert _tasks(Metrics("http://a", "http://t/v1")) == 0
 
 
 def test_health_document() -> None:

@@ -7,6 +7,7 @@ fields may be added, never removed or renamed.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import time
 from dataclasses import dataclass, field
@@ -146,6 +147,8 @@ class Metrics:
             f"gateway_active_sessions {self.active_sessions}",
             *_header("gateway_uptime_seconds", "gauge", "Seconds since start."),
             f"gateway_uptime_seconds {time.monotonic() - self.started:.1f}",
+            *_header("gateway_asyncio_tasks", "gauge", "Live asyncio tasks (a leak shows here)."),
+            f"gateway_asyncio_tasks {_live_tasks()}",
             *_header("gateway_requests_total", "counter", "Requests by kind."),
             *(f'gateway_requests_total{{kind="{k}"}} {v}' for k, v in self.requests.items()),
             *_header("gateway_errors_total", "counter", "Error events sent, by kind and code."),
@@ -183,6 +186,14 @@ class Metrics:
         for kind, hist in self.latency.items():
             lines += _histogram_lines(kind, hist)
         return "\n".join(lines) + "\n"
+
+
+def _live_tasks() -> int:
+    """The event loop's unfinished tasks; 0 outside a running loop (the text is built in it)."""
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:
+        return 0
 
 
 def _header(name: str, kind: str, text: str) -> tuple[str, str]:
