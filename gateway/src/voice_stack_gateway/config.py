@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import os
 import re
@@ -72,6 +73,33 @@ def _at_least(name: str, value: str, minimum: int) -> int:
     return number
 
 
+def _bool(name: str, value: str) -> bool:
+    word = value.strip().lower()
+    if word not in _BOOL_TRUE | _BOOL_FALSE:
+        raise SystemExit(f"voice-stack-gateway: {name} must be true or false, got {value!r}")
+    return word in _BOOL_TRUE
+
+
+def _check_own_vad(ns: argparse.Namespace) -> None:
+    """The own end of speech is built on early transcription and the end of turn: without
+    them no turn could end before the 15 s cap."""
+    if not _bool("--stt-own-vad", ns.stt_own_vad):
+        return
+    early = _at_least("--stt-early-pause-ms", ns.stt_early_pause_ms, 0)
+    endpoint = _at_least("--stt-endpoint-ms", ns.stt_endpoint_ms, 0)
+    hold = _at_least("--stt-incomplete-hold-ms", ns.stt_incomplete_hold_ms, 1)
+    if not early or not endpoint:
+        raise SystemExit(
+            "voice-stack-gateway: --stt-own-vad needs early transcription and the end of turn"
+            " (--stt-early-pause-ms and --stt-endpoint-ms above 0)"
+        )
+    if hold < endpoint:
+        raise SystemExit(
+            f"voice-stack-gateway: --stt-incomplete-hold-ms ({hold}) must be at least"
+            f" --stt-endpoint-ms ({endpoint})"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Validated settings for one gateway process."""
@@ -88,6 +116,8 @@ class Settings:
     stt_early_pause_ms: int
     stt_early_max: int
     stt_endpoint_ms: int
+    stt_own_vad: bool
+    stt_incomplete_hold_ms: int
     tts_url: str
     tts_key: str
     tts_models: tuple[str, ...]
@@ -113,6 +143,7 @@ def parse_settings(
 ) -> Settings:
     """Parse flags over environment defaults; exit with a clear message on bad values."""
     ns = build_parser(os.environ if environ is None else environ).parse_args(argv)
+    _check_own_vad(ns)
     speed = _positive("--tts-speed", ns.tts_speed, float) if ns.tts_speed else None
     return Settings(
         uri=ns.uri,
@@ -127,6 +158,8 @@ def parse_settings(
         stt_early_pause_ms=_at_least("--stt-early-pause-ms", ns.stt_early_pause_ms, 0),
         stt_early_max=_at_least("--stt-early-max", ns.stt_early_max, 1),
         stt_endpoint_ms=_at_least("--stt-endpoint-ms", ns.stt_endpoint_ms, 0),
+        stt_own_vad=_bool("--stt-own-vad", ns.stt_own_vad),
+        stt_incomplete_hold_ms=_at_least("--stt-incomplete-hold-ms", ns.stt_incomplete_hold_ms, 1),
         tts_url=ns.tts_openai_url.rstrip("/"),
         tts_key=ns.tts_openai_key,
         tts_models=split_list(ns.tts_models),

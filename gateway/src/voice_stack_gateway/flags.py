@@ -67,6 +67,20 @@ FLAGS: tuple[Flag, ...] = (
         " audio-stop; 0 = off",
     ),
     Flag(
+        "--stt-own-vad",
+        ("STT_OWN_VAD",),
+        "false",
+        "the gateway ends every turn itself (info says requires_external_vad: false, so Home"
+        " Assistant skips its own VAD); alone: true",
+        const="true",
+    ),
+    Flag(
+        "--stt-incomplete-hold-ms",
+        ("STT_INCOMPLETE_HOLD_MS",),
+        "1300",
+        "with --stt-own-vad: the pause that ends a turn whose words do not read complete",
+    ),
+    Flag(
         "--tts-openai-url", ("TTS_OPENAI_URL",), "http://127.0.0.1:8880/v1", "TTS server base URL"
     ),
     Flag("--tts-openai-key", ("TTS_OPENAI_KEY",), "", "TTS bearer key (never logged)", secret=True),

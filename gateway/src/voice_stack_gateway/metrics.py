@@ -45,10 +45,15 @@ class EarlyResult(StrEnum):
 
 class EndedBy(StrEnum):
     """Who ended a turn while end of turn was on: the gateway, before audio-stop, or the
-    client's audio-stop (the turns left to Home Assistant's own end of speech)."""
+    client's audio-stop (the turns left to Home Assistant's own end of speech). With the
+    gateway's own VAD (--stt-own-vad) it also ends the turns Home Assistant's VAD would have:
+    after the longer hold, at the 15 s cap, and with no speech by then."""
 
-    GATEWAY = "gateway"
+    GATEWAY = "gateway"  # the words read complete after --stt-endpoint-ms
     CLIENT = "client"
+    HOLD = "gateway_hold"  # own VAD: a pause of --stt-incomplete-hold-ms
+    CAP = "gateway_cap"  # own VAD: 15 s of audio (Home Assistant's cap)
+    NO_SPEECH = "gateway_no_speech"  # own VAD: 15 s without speech
 
 
 def _now_iso() -> str:
@@ -173,8 +178,9 @@ class Metrics:
             *_header(
                 "gateway_stt_turn_end_total",
                 "counter",
-                "End of turn: turns the gateway ended before audio-stop (gateway) and turns"
-                " left to the client's audio-stop (client).",
+                "End of turn: turns the gateway ended before audio-stop (gateway; with its own"
+                " VAD also gateway_hold, gateway_cap, gateway_no_speech) and turns left to the"
+                " client's audio-stop (client).",
             ),
             *(f'gateway_stt_turn_end_total{{by="{b}"}} {v}' for b, v in self.turn_end.items()),
             *_header(
