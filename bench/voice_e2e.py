@@ -3,6 +3,7 @@ Assistant 2026.11, side by side in one run on the same servers.
 
     bench/setup-anchors     # once: wyoming-openai 0.8.0 in .cache/venv/bench-wyoming-openai
     PYTHONPATH=dev .cache/venv/ha11/bin/python bench/voice_e2e.py [--quick] > result.json
+    ... bench/voice_e2e.py --asr fast --asr-delay-ms 80   # one mode, another modelled delay
 
 Servers (127.0.0.1 only, all stopped on exit or Ctrl-C): the demo's llama-server (SmolLM2-135M,
 -np 4) behind the auth proxy, the speech server (piper + faster-whisper tiny.en) behind the
@@ -11,13 +12,16 @@ Stacks: Voice Stack (our agent on its reserved slot, the gateway) and stock (HA 
 llama_cpp agent straight on llama-server, wyoming-openai), each in its own Assist pipeline;
 `--stock-via-proxy` gives stock the proxy's general key instead.
 
-Phase 1: each question as a new conversation, then its follow-up in the same conversation, on
+Phase 1, once per ASR mode (`--asr`, both by default; the one speech server serves both stacks
+in the same mode): `real` is the CPU whisper; `fast` is modelled, a GPU-class ASR: whisper's own
+transcript of the same speech (transcribed beforehand) after a fixed delay (`--asr-delay-ms`).
+Each question as a new conversation, then its follow-up in the same conversation, on
 both stacks in turn (who goes first alternates); HA's TTS cache is emptied before every
 request (it would answer a reply spoken before); before every request three browser-like
 clients chat through the proxy with the general key (off the reserved slots). Every request is
 streamed in real time (20 ms chunks, 0.7 s of silence after the speech). Then the floor of
-every request, straight against the idle servers. Phase 2: two satellites speaking at once,
-on Voice Stack with one slot, then with a two-slot pool (the proxy reserving 0,1), and stock.
+every request, straight against the idle servers. Phase 2 (real ASR): two satellites speaking at
+once, on Voice Stack with one slot, then with a two-slot pool (the proxy reserving 0,1), and stock.
 Progress goes to stderr; one JSON document to stdout.
 """
 
@@ -38,22 +42,22 @@ from typing import Any
 from voice_stack_dev.demo.errors import DemoError
 from voice_stack_dev.demo.preflight import check_environment
 from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.e2e.asr import prime, set_asr_mode
+from voice_stack_dev.e2e.modes import ModeRun, run_mode
 from voice_stack_dev.e2e.phases import (
     BROWSER_PARAGRAPHS,
     BROWSER_TITLE_WORDS,
     Bench,
-    floors,
     log,
-    phase_one,
     phase_two,
     utterances,
 )
-from voice_stack_dev.e2e.probes import LlamaProbe, early_counts
+from voice_stack_dev.e2e.probes import LlamaProbe
 from voice_stack_dev.e2e.servers import Servers
 from voice_stack_dev.e2e.stacks import PLAN, STOCK_OPTIONS, set_up
-from voice_stack_dev.e2e.summary import Sample, single_requests
-from voice_stack_dev.e2e.turns import QUESTIONS, Turn, measure_turn
+from voice_stack_dev.e2e.turns import QUESTIONS
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
+from voice_stack_dev.speech_asr import DEFAULT_DELAY_MS, MODES
 
 WARM_UP = "What is the capital of Portugal?"
 # Two satellites at once: requests whose replies run to the length limit, so that the first
@@ -93,6 +97,8 @@ def setup_facts(servers: Servers, args: argparse.Namespace) -> dict[str, Any]:
         "rounds": args.rounds,
         "questions": args.questions,
         "pairs": args.pairs,
+        "asr_modes": list(args.asr),
+        "gateway_end_of_turn": "STT_ENDPOINT_MS default (400 ms)",
         "cpus": os.cpu_count(),
         "logs": str(servers.logs),
     }
@@ -112,40 +118,25 @@ async def measure_all(args: argparse.Namespace, servers: Servers) -> dict[str, A
         bench = Bench(ha, servers, stacks, probe)
         texts = {WARM_UP, *(t for pair in (*QUESTIONS[: args.questions], *PAIRS) for t in pair)}
         speech = await utterances(servers, texts)
-        for pipeline in (stacks.voice_stack, stacks.stock):  # warm-up, not measured
-            await measure_turn(ha, probe, pipeline, speech[WARM_UP])
-        early_before = await early_counts(servers.url(Role.GATEWAY))
-        turns = await phase_one(bench, speech, QUESTIONS[: args.questions], args.rounds)
-        early = await early_counts(servers.url(Role.GATEWAY))
-        log("measuring the floor of every request")
-        samples = await floors(bench, turns)
-        two = await phase_two(bench, speech, PAIRS, args.pairs)
-    single = single_requests(samples)
+        log("whisper transcribes every utterance once (fast mode answers with these)")
+        await prime(servers.url(Role.SPEECH), [u.as_sent for u in speech.values()])
+        modes = {}
+        for mode in args.asr:
+            run = ModeRun(mode, args.asr_delay_ms, QUESTIONS[: args.questions], args.rounds,
+                          speech[WARM_UP])  # fmt: skip
+            modes[mode] = await run_mode(bench, speech, run)
+        await set_asr_mode(servers.url(Role.SPEECH), "real", args.asr_delay_ms)
+        two = await phase_two(bench, speech, PAIRS, args.pairs) if args.pairs else None
     return {
         "setup": setup_facts(servers, args),
-        "single_requests": single,
+        "asr_modes": modes,
+        "goals": {
+            **{mode: report["goals"] for mode, report in modes.items()},
+            "two_satellites_on_pool": two["goal"] if two else None,
+        },
         "two_satellites": two,
-        "goals": {**single.pop("goals"), "two_satellites_on_pool": two["goal"]},
-        "gateway_early_transcription": {k: v - early_before.get(k, 0) for k, v in early.items()},
         "browsers": bench.browser_figures(),
-        "requests": [
-            _request_row(turn, sample) for turn, sample in zip(turns, samples, strict=True)
-        ],
         "load_average": {"start": load_start, "end": os.getloadavg()},
-    }
-
-
-def _request_row(turn: Turn, sample: Sample) -> dict[str, Any]:
-    return {
-        "stack": turn.stack,
-        "kind": turn.kind,
-        "said": turn.utterance.text,
-        "heard": turn.run.transcript,
-        "reply": turn.run.reply,
-        "slot": turn.slot,
-        "prompt_tokens_processed": turn.prompt_tokens,
-        "parts": sample.parts,
-        "floor": sample.floor,
     }
 
 
@@ -156,7 +147,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--questions", type=int, default=len(QUESTIONS), help=f"how many (max {len(QUESTIONS)})"
     )
-    parser.add_argument("--pairs", type=int, default=3, help="two-satellite pairs per variant")
+    parser.add_argument(
+        "--pairs", type=int, default=3, help="two-satellite pairs per variant (0: no phase 2)"
+    )
+    parser.add_argument(
+        "--asr", type=_modes, default=MODES, help="ASR modes, in order (default: real,fast)"
+    )
+    parser.add_argument(
+        "--asr-delay-ms", type=float, default=DEFAULT_DELAY_MS,
+        help="fast mode's modelled ASR time (ms)",
+    )  # fmt: skip
     parser.add_argument(
         "--stock-via-proxy",
         action="store_true",
@@ -167,6 +167,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.rounds, args.questions, args.pairs = 1, 1, 1
     args.questions = max(1, min(args.questions, len(QUESTIONS)))
     return args
+
+
+def _modes(value: str) -> tuple[str, ...]:
+    modes = tuple(m.strip() for m in value.split(",") if m.strip())
+    if not modes or any(m not in MODES for m in modes) or len(set(modes)) < len(modes):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of {', '.join(MODES)}")
+    return modes
 
 
 async def _until_stopped(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:

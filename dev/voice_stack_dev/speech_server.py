@@ -2,8 +2,9 @@
 
 TTS: piper with the joe (en_US, 22.05 kHz) voice, streamed one sentence at a time and resampled
 to 24 kHz by default, like Kokoro-FastAPI. ASR: faster-whisper tiny.en (int8, CPU), answering
-JSON or, with stream=true, SSE `transcript.text.delta` (one per word) then `transcript.text.done`.
-Models load once at startup, before the port opens. Runs in .cache/venv/speech:
+JSON or, with stream=true, SSE `transcript.text.delta` (one per word) then `transcript.text.done`;
+`--asr fast` (or PUT /dev/asr) models a GPU-class ASR instead (speech_asr). Models load once at
+startup, before the port opens. Runs in .cache/venv/speech:
 
     PYTHONPATH=dev .cache/venv/speech/bin/python -m voice_stack_dev.speech_server --port 8000
 """
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 from .paths import REPO, venv_bin
 from .procs import Service, free_port
+from .speech_asr import DEFAULT_DELAY_MS, MODES, AsrMemo, Transcriber, add_routes
 from .wavs import wav_header
 
 _LOGGER = logging.getLogger("speech_server")
@@ -153,8 +155,9 @@ def _error(status: int, message: str) -> web.Response:
 class SpeechApp:
     """The OpenAI-compatible endpoints over the loaded engines."""
 
-    def __init__(self, engines: Engines) -> None:
+    def __init__(self, engines: Engines, memo: AsrMemo) -> None:
         self.engines = engines
+        self.transcribe = Transcriber(engines.transcribe, memo)
         self.tts_turn = asyncio.Lock()  # one synthesis at a time, in arrival order
 
     async def health(self, _request: web.Request) -> web.Response:
@@ -223,9 +226,7 @@ class SpeechApp:
         except (ValueError, wave.Error, EOFError) as exc:
             return _error(400, f"unreadable audio: {exc}")
         language = form.get("language")
-        words = await asyncio.get_running_loop().run_in_executor(
-            None, self.engines.transcribe, audio, language if isinstance(language, str) else None
-        )
+        words = await self.transcribe(audio, language if isinstance(language, str) else None)
         text = "".join(words)
         if str(form.get("stream", "false")).lower() != "true":
             return web.json_response({"text": text})
@@ -254,16 +255,18 @@ def _speech_problem(body: object) -> web.Response | None:
     return None
 
 
-def build_app(engines: Engines) -> web.Application:
+def build_app(engines: Engines, memo: AsrMemo | None = None) -> web.Application:
     from aiohttp import web
 
-    speech = SpeechApp(engines)
+    memo = memo or AsrMemo()
+    speech = SpeechApp(engines, memo)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_get("/health", speech.health)
     app.router.add_get("/v1/models", speech.models)
     app.router.add_get("/v1/audio/voices", speech.voices)
     app.router.add_post("/v1/audio/speech", speech.speech)
     app.router.add_post("/v1/audio/transcriptions", speech.transcriptions)
+    add_routes(app, memo)
     return app
 
 
@@ -292,10 +295,13 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--cpu-threads", type=int, default=2)
+    parser.add_argument("--asr", choices=MODES, default="real", help="fast: modelled GPU ASR")
+    parser.add_argument("--asr-delay-ms", type=float, default=DEFAULT_DELAY_MS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     engines = Engines(args.cpu_threads)
-    web.run_app(build_app(engines), host=args.host, port=args.port, access_log=None,
+    memo = AsrMemo(mode=args.asr, delay_ms=args.asr_delay_ms)
+    web.run_app(build_app(engines, memo), host=args.host, port=args.port, access_log=None,
                 print=None)  # fmt: skip
 
 

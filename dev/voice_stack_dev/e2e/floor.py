@@ -67,14 +67,14 @@ class FloorTarget:
     max_tokens: int
 
 
-async def asr_ms(session: aiohttp.ClientSession, target: FloorTarget, pcm: bytes) -> float:
+async def asr_ms(session: aiohttp.ClientSession, speech_url: str, pcm: bytes) -> float:
     """The speech server's own time to transcribe 16 kHz PCM (uploaded as WAV)."""
     form = aiohttp.FormData()
     form.add_field("file", wav(pcm, 16000), filename="audio.wav", content_type="audio/wav")
     form.add_field("model", STT_MODEL)
     form.add_field("language", "en")
     started = time.monotonic()
-    async with session.post(f"{target.speech_url}/v1/audio/transcriptions", data=form) as resp:
+    async with session.post(f"{speech_url}/v1/audio/transcriptions", data=form) as resp:
         resp.raise_for_status()
         await resp.read()
     return (time.monotonic() - started) * 1000
@@ -137,7 +137,7 @@ async def measure(
 ) -> dict[str, float]:
     """The floor's three server parts for one request (its silence hold is the request's)."""
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
-        asr = await asr_ms(session, target, utterance)
+        asr = await asr_ms(session, target.speech_url, utterance)
         llm, sentence = await llm_first_sentence_ms(session, target, chat)
         tts = await tts_first_byte_ms(session, target, first_sentence(reply) or sentence)
     return {"asr_ms": round(asr, 1), "llm_first_sentence_ms": round(llm, 1),

@@ -140,12 +140,14 @@ async def floors(bench: Bench, turns: list[Turn]) -> list[Sample]:
     )
     samples = []
     for turn in turns:
+        # the serial floor keeps HA's own hold: audio-stop, even where the gateway ended earlier
         parts: dict[str, float | None] = {
-            "silence_hold_ms": turn.parts()["silence_hold_ms"],
+            "silence_hold_ms": turn.timings.silence_hold_ms,
             **await floor.measure(target, turn.utterance.as_sent, turn.chat, turn.run.reply),
         }
         parts[FLOOR] = floor_total(parts)
-        extra = {"slot": turn.slot, "prompt_tokens": turn.prompt_tokens}
+        extra = {"slot": turn.slot, "prompt_tokens": turn.prompt_tokens,
+                 "ended_by_gateway": float(turn.ended_by_gateway)}  # fmt: skip
         samples.append(Sample(turn.stack, turn.kind, turn.parts(), parts, extra))
     return samples
 

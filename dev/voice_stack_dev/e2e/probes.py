@@ -1,6 +1,6 @@
 """What the servers themselves say while the benchmark runs: llama-server's `/slots` (read with
 its own key, straight, not through the proxy) and its prompt-token counter in `/metrics`, and
-the gateway's early-transcription counters."""
+the gateway's early-transcription and end-of-turn counters."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ TIMEOUT = aiohttp.ClientTimeout(total=10, connect=3)
 POLL_S = 0.1
 _PROMPT_TOKENS = re.compile(r"^llamacpp:prompt_tokens_total\s+([0-9.e+]+)$", re.MULTILINE)
 _EARLY = re.compile(r'^gateway_stt_early_total\{result="(\w+)"\} ([0-9.e+]+)$', re.MULTILINE)
+_TURN_END = re.compile(r'^gateway_stt_turn_end_total\{by="(\w+)"\} ([0-9.e+]+)$', re.MULTILINE)
 
 
 async def _get_text(url: str, headers: dict[str, str] | None = None) -> str | None:
@@ -36,6 +37,12 @@ async def early_counts(gateway_http_url: str) -> dict[str, int]:
     """The gateway's early transcriptions so far: hit, miss, wasted (empty if unknown)."""
     text = await _get_text(f"{gateway_http_url}/metrics") or ""
     return {result: int(float(n)) for result, n in _EARLY.findall(text)}
+
+
+async def turn_end_counts(gateway_http_url: str) -> dict[str, int]:
+    """Turns the gateway ended itself ("gateway") and left to HA's audio-stop ("client")."""
+    text = await _get_text(f"{gateway_http_url}/metrics") or ""
+    return {by: int(float(n)) for by, n in _TURN_END.findall(text)}
 
 
 class LlamaProbe:

@@ -24,6 +24,8 @@ PARTS = (
     "first_sentence_ms",  # first token -> text handed to TTS
     "tts_first_byte_ms",  # text handed to TTS -> first reply audio chunk
 )
+# Both stacks' STT in one figure: HA's hold and the wait after it, or the gateway's end of turn.
+SPEECH_TO_TRANSCRIPT = "speech_end_to_transcript_ms"
 FLOOR = "floor_ms"
 FLOOR_PARTS = (
     "silence_hold_ms",  # the same request's own
@@ -95,12 +97,13 @@ def block(samples: Sequence[Sample]) -> dict[str, Any]:
     floor = _stats(_values(samples, FLOOR, of="floor"))
     return {
         TOTAL: total,
-        "parts": {part: _stats(_values(samples, part)) for part in PARTS},
+        "parts": {part: _stats(_values(samples, part)) for part in (*PARTS, SPEECH_TO_TRANSCRIPT)},
         FLOOR: floor,
         "floor_parts": {part: _stats(_values(samples, part, of="floor")) for part in FLOOR_PARTS},
         "vs_floor": {"median": _ratio(total, floor, "median"), "p90": _ratio(total, floor, "p90")},
         "prompt_tokens_processed": _stats(_values(samples, "prompt_tokens", of="extra")),
         "slots": slot_counts(samples),
+        "turns_ended_by_gateway": sum(bool(s.extra.get("ended_by_gateway")) for s in samples),
     }
 
 
@@ -113,7 +116,9 @@ def ratios(ours: dict[str, Any], stock: dict[str, Any]) -> dict[str, Any]:
     """Voice Stack / stock, median and p90, for the total and each part."""
     out: dict[str, Any] = {}
     pairs = [(TOTAL, ours[TOTAL], stock[TOTAL])]
-    pairs += [(part, ours["parts"][part], stock["parts"][part]) for part in PARTS]
+    pairs += [
+        (part, ours["parts"][part], stock["parts"][part]) for part in (*PARTS, SPEECH_TO_TRANSCRIPT)
+    ]
     for name, mine, theirs in pairs:
         out[name] = {q: _ratio(mine, theirs, q) for q in ("median", "p90")}
     return out

@@ -14,7 +14,7 @@ from ..ha_client import HomeAssistantApiError, HomeAssistantClient
 from .probes import LlamaProbe
 from .slot_tasks import max_task, task_spans
 from .stacks import MAX_TOKENS, Pipeline
-from .summary import TOTAL, Figures
+from .summary import SPEECH_TO_TRANSCRIPT, TOTAL, Figures
 
 PACING = Pacing()
 # Spoken questions for the agent, each with a follow-up in the same conversation.
@@ -69,15 +69,27 @@ class Turn:
     def timings(self) -> AssistTimings:
         return self.run.timings
 
+    @property
+    def ended_by_gateway(self) -> bool:
+        """The transcript came before audio-stop: the gateway ended the turn at the pause."""
+        wait = self.timings.stt_wait_ms
+        return wait is not None and wait < 0
+
     def parts(self) -> Figures:
+        """The parts, adding up to the total. A turn the gateway ended has no audio-stop to
+        wait for: its hold is end of speech -> transcript and its STT wait 0."""
         t = self.timings
+        hold, wait = t.silence_hold_ms, t.stt_wait_ms
+        if hold is not None and wait is not None and self.ended_by_gateway:
+            hold, wait = hold + wait, 0.0
         figures = {
             TOTAL: t.to_first_audio_ms,
-            "silence_hold_ms": t.silence_hold_ms,
-            "stt_wait_ms": t.stt_wait_ms,
+            "silence_hold_ms": hold,
+            "stt_wait_ms": wait,
             "agent_first_token_ms": t.agent_first_token_ms,
             "first_sentence_ms": t.first_sentence_ms,
             "tts_first_byte_ms": t.tts_first_byte_ms,
+            SPEECH_TO_TRANSCRIPT: None if hold is None or wait is None else hold + wait,
         }
         return {k: None if v is None else round(v, 1) for k, v in figures.items()}
 

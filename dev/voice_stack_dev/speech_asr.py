@@ -1,0 +1,136 @@
+"""The speech server's ASR modes: `real` runs faster-whisper on every upload; `fast` models a
+GPU-class ASR on this CPU by answering with whisper's own transcript of the same speech after a
+fixed delay, when the server has transcribed that speech before (a miss runs whisper and says so).
+
+Speech is recognised by its samples with the exact zeros trimmed from both ends: the benchmark
+streams digital silence around its piper speech, so the audio Home Assistant sends at its
+audio-stop and the shorter audio a gateway sends at the first pause carry the same key. Every
+real transcription is remembered (the first one of a key stays), so a benchmark primes the
+memo by transcribing each utterance once in `real` mode. `GET /dev/asr` reports the mode, the
+delay and the counts; `PUT /dev/asr` with `{"mode": ..., "delay_ms": ...}` switches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+MODES = ("real", "fast")
+DEFAULT_DELAY_MS = 80.0
+HOW = (
+    "faster-whisper tiny.en's own transcript of the same speech samples (exact zeros trimmed "
+    "from both ends), computed by this speech server beforehand in real mode, then answered "
+    "after the fixed delay; a miss runs whisper"
+)
+
+type Array = Any  # numpy, loaded at run time (the harness imports this from every venv)
+type Words = list[str]
+
+
+def speech_key(audio: Array, language: str | None) -> str:
+    """The key of a transcription: its language and the samples between the first and the last
+    non-zero one."""
+    np = importlib.import_module("numpy")
+    trimmed = np.trim_zeros(np.asarray(audio, dtype=np.float32))
+    digest = hashlib.sha256(f"{language or 'en'}\n".encode())
+    digest.update(trimmed.tobytes())
+    return digest.hexdigest()
+
+
+def _delay(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 <= value <= 10_000 else None
+
+
+@dataclass
+class AsrMemo:
+    """The mode, the remembered transcripts and what fast mode answered from them."""
+
+    mode: str = "real"
+    delay_ms: float = DEFAULT_DELAY_MS
+    transcripts: dict[str, Words] = field(default_factory=dict)
+    hits: int = 0  # fast answers from the memo
+    misses: int = 0  # fast-mode uploads whisper had to transcribe
+
+    def configure(self, mode: object, delay_ms: object) -> str | None:
+        """Switch mode and delay (None leaves one as it is); the problem as a sentence when a
+        value is wrong, and then nothing changes."""
+        if mode is not None and mode not in MODES:
+            return f"mode must be one of {', '.join(MODES)}"
+        if delay_ms is not None and _delay(delay_ms) is None:
+            return "delay_ms must be a number of milliseconds, 0 to 10000"
+        if mode is not None:
+            self.mode = str(mode)
+        if (delay := _delay(delay_ms)) is not None:
+            self.delay_ms = delay
+        return None
+
+    def fast_answer(self, key: str) -> Words | None:
+        """The remembered words when fast mode may answer with them (counted either way)."""
+        if self.mode != "fast":
+            return None
+        words = self.transcripts.get(key)
+        if words is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return words
+
+    def remember(self, key: str, words: Words) -> None:
+        self.transcripts.setdefault(key, list(words))
+
+    def state(self) -> dict[str, Any]:
+        return {"mode": self.mode, "delay_ms": self.delay_ms, "cached": len(self.transcripts),
+                "hits": self.hits, "misses": self.misses, "how": HOW}  # fmt: skip
+
+
+class Transcriber:
+    """Transcriptions in the memo's mode; `whisper` is the blocking engine call."""
+
+    def __init__(self, whisper: Callable[[Array, str | None], Words], memo: AsrMemo) -> None:
+        self.whisper = whisper
+        self.memo = memo
+
+    async def __call__(self, audio: Array, language: str | None) -> Words:
+        key = speech_key(audio, language)
+        words = self.memo.fast_answer(key)
+        if words is not None:
+            await asyncio.sleep(self.memo.delay_ms / 1000)
+            return list(words)
+        words = await asyncio.get_running_loop().run_in_executor(
+            None, self.whisper, audio, language
+        )
+        self.memo.remember(key, words)
+        return words
+
+
+def add_routes(app: web.Application, memo: AsrMemo) -> None:
+    """GET and PUT /dev/asr on the server's app."""
+    from aiohttp import web
+
+    async def get_state(_request: web.Request) -> web.Response:
+        return web.json_response(memo.state())
+
+    async def put_state(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return web.json_response({"error": {"message": "body must be a JSON object"}},
+                                     status=400)  # fmt: skip
+        problem = memo.configure(body.get("mode"), body.get("delay_ms"))
+        if problem is not None:
+            return web.json_response({"error": {"message": problem}}, status=400)
+        return web.json_response(memo.state())
+
+    app.router.add_get("/dev/asr", get_state)
+    app.router.add_put("/dev/asr", put_state)

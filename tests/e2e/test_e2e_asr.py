@@ -1,0 +1,151 @@
+"""The modelled fast ASR (voice_stack_dev.speech_asr) on the speech server's own app with a
+stand-in for whisper, and what the benchmark reports of it (e2e.asr, e2e.modes)."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import aiohttp
+import numpy as np
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from voice_stack_dev.e2e.asr import mode_facts
+from voice_stack_dev.e2e.modes import GOALS_VS_STOCK, goal
+from voice_stack_dev.speech_asr import AsrMemo, Transcriber, speech_key
+from voice_stack_dev.speech_server import build_app
+from voice_stack_dev.wavs import wav
+
+SPEECH = struct.pack("<6h", 0, 1200, -800, 0, 300, -5)  # zeros inside the speech stay in it
+
+
+def _padded(lead: int, trail: int) -> bytes:
+    return bytes(2 * lead) + SPEECH + bytes(2 * trail)
+
+
+def _samples(pcm: bytes) -> Any:
+    return np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0
+
+
+class FakeEngines:
+    """Whisper and piper stand-ins: each transcription is counted and names its call."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def transcribe(self, _audio: Any, _language: str | None) -> list[str]:
+        self.calls += 1
+        return ["Call", f" {self.calls}."]
+
+    def sentences(self, _text: str, _speed: float) -> Iterator[Any]:
+        yield np.zeros(10, dtype=np.int16)
+
+
+def test_the_key_ignores_the_silence_around_the_speech_but_not_the_speech() -> None:
+    # HA's audio at audio-stop and a gateway's cut at the pause: the same speech, other padding
+    key = speech_key(_samples(_padded(4800, 11200)), "en")
+    assert speech_key(_samples(_padded(4800, 4800)), "en") == key
+    assert speech_key(_samples(_padded(0, 0)), None) == key
+    changed = SPEECH[:-2] + struct.pack("<h", -6)
+    assert speech_key(_samples(bytes(100) + changed), "en") != key
+    assert speech_key(_samples(_padded(4800, 4800)), "de") != key
+
+
+def test_configure_rejects_a_wrong_mode_or_delay_and_changes_nothing() -> None:
+    memo = AsrMemo()
+    assert memo.configure("gpu", 80) is not None
+    for delay in (-1, 20_000, "80", True):
+        assert memo.configure("fast", delay) is not None
+    assert (memo.mode, memo.delay_ms) == ("real", 80.0)
+    assert memo.configure("fast", 25) is None
+    assert (memo.mode, memo.delay_ms) == ("fast", 25.0)
+    assert memo.configure(None, None) is None
+    assert (memo.mode, memo.delay_ms) == ("fast", 25.0)
+
+
+def test_fast_mode_answers_from_the_first_transcript_and_counts_misses() -> None:
+    memo = AsrMemo()
+    memo.remember("k", ["one"])
+    memo.remember("k", ["two"])  # the first transcript of a key stays
+    assert memo.fast_answer("k") is None  # real mode: always whisper, nothing counted
+    memo.configure("fast", 0)
+    assert memo.fast_answer("k") == ["one"]
+    assert memo.fast_answer("other") is None
+    assert (memo.hits, memo.misses) == (1, 1)
+
+
+async def test_transcriber_runs_whisper_in_real_mode_and_on_a_fast_miss_only() -> None:
+    engines, memo = FakeEngines(), AsrMemo(delay_ms=0)
+    transcribe = Transcriber(engines.transcribe, memo)
+    audio = _samples(_padded(10, 10))
+    assert await transcribe(audio, "en") == ["Call", " 1."]
+    assert await transcribe(audio, "en") == ["Call", " 2."]  # real: whisper every time
+    memo.configure("fast", 0)
+    assert await transcribe(_samples(_padded(3, 0)), "en") == ["Call", " 1."]
+    assert engines.calls == 2
+    assert await transcribe(_samples(SPEECH[:-2]), "en") == ["Call", " 3."]  # a miss
+    assert (memo.state()["hits"], memo.state()["misses"]) == (1, 1)
+
+
+async def _post(client: TestClient[Any, Any], pcm: bytes) -> str:
+    form = aiohttp.FormData()
+    form.add_field("file", wav(pcm, 16000), filename="a.wav", content_type="audio/wav")
+    form.add_field("language", "en")
+    async with client.post("/v1/audio/transcriptions", data=form) as resp:
+        assert resp.status == 200
+        text: str = (await resp.json())["text"]
+        return text
+
+
+@pytest.fixture
+async def speech_client() -> Any:
+    engines = FakeEngines()
+    app = build_app(engines, AsrMemo())  # type: ignore[arg-type]
+    async with TestClient(TestServer(app)) as client:
+        yield client, engines
+
+
+async def test_the_speech_server_switches_mode_and_answers_the_gateways_cut(
+    speech_client: Any,
+) -> None:
+    client, engines = speech_client
+    assert await _post(client, _padded(4800, 11200)) == "Call 1."  # primed, as HA sends it
+    async with client.put("/dev/asr", json={"mode": "fast", "delay_ms": 0}) as resp:
+        assert resp.status == 200
+        assert (await resp.json())["mode"] == "fast"
+    assert await _post(client, _padded(4800, 4800)) == "Call 1."  # the early cut: no whisper
+    assert engines.calls == 1
+    async with client.get("/dev/asr") as resp:
+        state = await resp.json()
+    assert (state["hits"], state["misses"], state["cached"]) == (1, 0, 1)
+    async with client.put("/dev/asr", json={"mode": "gpu"}) as resp:
+        assert resp.status == 400
+    async with client.put("/dev/asr", data=b"[1]") as resp:
+        assert resp.status == 400
+
+
+def test_the_report_says_fast_mode_is_modelled_with_its_delay_and_counts() -> None:
+    before = {"hits": 3, "misses": 1}
+    facts = mode_facts("fast", 80.0, before, {"hits": 51, "misses": 1})
+    assert (facts["modelled"], facts["delay_ms"]) == (True, 80.0)
+    assert "whisper" in facts["transcript"]
+    assert (facts["answered_from_whisper_transcript"], facts["misses_transcribed_by_whisper"]) == (
+        48,
+        0,
+    )
+    assert mode_facts("real", 80.0, before, before)["modelled"] is False
+
+
+def _single(ratio: float | None) -> dict[str, Any]:
+    total = {"end_of_speech_to_first_audio_ms": {"median": ratio, "p90": None}}
+    return {"voice_stack_vs_stock": {"all": total}}
+
+
+def test_each_mode_has_its_own_goal_against_stock() -> None:
+    assert GOALS_VS_STOCK == {"fast": 0.6, "real": 0.82}
+    assert goal("fast", _single(0.6))["first_audio_vs_stock"]["met"] is True
+    assert goal("fast", _single(0.61))["first_audio_vs_stock"]["met"] is False
+    assert goal("real", _single(0.8))["first_audio_vs_stock"]["met"] is True
+    assert goal("real", _single(None))["first_audio_vs_stock"]["met"] is False
