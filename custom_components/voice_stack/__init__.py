@@ -28,12 +28,14 @@ from .const import (
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
-from .coordinator import VoiceStackCoordinator
+from .coordinator import (
+    GatewayCoordinator,
+    LlamaCoordinator,
+    ProxyCoordinator,
+    VoiceStackCoordinator,
+)
 from .devices import remove_stale_devices
-from .gateway_coordinator import GatewayCoordinator
-from .llama_coordinator import LlamaCoordinator
 from .models import Coordinators, VoiceStackConfigEntry, VoiceStackData
-from .proxy_coordinator import ProxyCoordinator
 from .repairs import Repairs, clear_issues
 from .slots import SlotScheduler
 from .warm import SlotPrimer

@@ -16,18 +16,16 @@ from homeassistant.helpers.device_registry import DeviceInfo
 from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .const import DEVICE_ASR, DEVICE_GATEWAY, DEVICE_LLM, DEVICE_PROXY, DEVICE_TTS
-from .gateway_coordinator import GatewayCoordinator
-from .llama_coordinator import LlamaCoordinator
-from .models import VoiceStackConfigEntry
-from .proxy_coordinator import ProxyCoordinator
-from .service_data import BackendHealth
-from .service_entity import (
+from .coordinator import GatewayCoordinator, LlamaCoordinator, ProxyCoordinator
+from .data import BackendHealth
+from .devices import (
     VoiceStackServiceEntity,
     backend_device_info,
     gateway_device_info,
     llm_device_info,
     proxy_device_info,
 )
+from .models import VoiceStackConfigEntry
 
 # Coordinator-fed entities: no polling of their own.
 PARALLEL_UPDATES = 0

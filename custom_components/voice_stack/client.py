@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from .const import PROBE_TIMEOUT
+from .data import ServerProps, parse_props
 from .errors import (
     LlamaConnectionError,
     LlamaError,
@@ -24,7 +25,6 @@ from .errors import (
     LlamaTimeoutError,
     error_from_reply,
 )
-from .llama_data import ServerProps, parse_props
 
 
 class LlamaClient:

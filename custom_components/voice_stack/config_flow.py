@@ -32,8 +32,8 @@ from .const import (
     SUBENTRY_CONVERSATION,
 )
 from .coordinator import fetch
+from .data import ServerProps, parse_proxy_status
 from .errors import LlamaAuthError, LlamaError, LlamaLoadingError, LlamaNotServerError
-from .llama_data import ServerProps
 from .models import VoiceStackConfigEntry
 from .options_flow import (
     GATEWAY_FIELD,
@@ -42,7 +42,6 @@ from .options_flow import (
     normalize_gateway_url,
     validate_gateway,
 )
-from .service_data import parse_proxy_status
 from .slot_offer import slot_offer
 from .urls import host_of, normalize_url, shown_url, without_userinfo
 

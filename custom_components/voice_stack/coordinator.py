@@ -1,26 +1,73 @@
-"""The shared shape of the pollers: one DataUpdateCoordinator per service of the stack.
+"""The pollers: one DataUpdateCoordinator per service of the stack, the only poller of each.
+
+Everything else that needs to know about a service (the sensors, the slot warm-up, the
+repairs) reads its coordinator's data or listens to its updates; nothing polls twice.
 
 A coordinator raises UpdateFailed when its service cannot be reached, so HA logs the loss
 once and the recovery once, and entities fed by it go unavailable; the connectivity
 binary sensors stay available and report "disconnected" instead.
+
+The gateway's speech response times come from its /metrics: its own timing of real
+transcriptions and syntheses, averaged over the requests since the previous poll (the last
+figure is kept while no request comes in). Its /health probe latency only says the backend
+answers, not how long speech takes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
+from homeassistant.exceptions import ConfigEntryAuthFailed
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.update_coordinator import DataUpdateCoordinator, UpdateFailed
 
-from .const import CONF_API_KEY, DOMAIN, LOGGER, PROBE_TIMEOUT
+from .const import (
+    CONF_API_KEY,
+    CONF_URL,
+    DEVICE_ASR,
+    DEVICE_GATEWAY,
+    DEVICE_LLM,
+    DEVICE_PROXY,
+    DEVICE_TTS,
+    DOMAIN,
+    LOGGER,
+    PROBE_TIMEOUT,
+)
+from .data import (
+    REQUESTS_DEFERRED,
+    REQUESTS_PROCESSING,
+    STT_KIND,
+    TTS_KIND,
+    TTS_STREAM_KIND,
+    Counters,
+    GatewayData,
+    GatewayHealth,
+    LatencyTotals,
+    LlamaData,
+    MalformedReplyError,
+    ProxyData,
+    Rates,
+    compute_rates,
+    keep_last_speeds,
+    latency_totals,
+    mean_ms,
+    parse_gateway_health,
+    parse_prometheus,
+    parse_props,
+    parse_proxy_status,
+    parse_slots,
+)
+from .devices import update_device
+from .errors import is_loading
 from .urls import shown_url
 
 
@@ -126,3 +173,200 @@ class VoiceStackCoordinator[DataT](DataUpdateCoordinator[DataT]):
     def reachable(self) -> bool:
         """Whether the latest poll reached the service."""
         return self.last_update_success and self.data is not None
+
+
+LLAMA_INTERVAL: Final = timedelta(seconds=15)
+_DISABLED: Final = 501  # an endpoint switched off by a server flag (--no-slots, no --metrics)
+PROCESS_START_HEADER: Final = "process-start-time-unix"  # of /metrics, in every build with it
+
+
+class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
+    """Polls llama-server (usually through the auth proxy)."""
+
+    def __init__(self, hass: HomeAssistant, entry: ConfigEntry) -> None:
+        """Poll the entry's URL with the entry's key."""
+        super().__init__(
+            hass,
+            entry,
+            service="llm_server",
+            base_url=entry.data[CONF_URL],
+            interval=LLAMA_INTERVAL,
+        )
+        self._auth = bearer(entry)
+        self._counters: Counters | None = None
+        self._last_rates: Rates | None = None
+
+    async def _async_update_data(self) -> LlamaData:
+        url = f"{self.base_url}/health"
+        try:
+            health = await fetch(self.session, url)
+        except UpdateFailed:
+            self._counters = None  # whatever comes back next is a new server process
+            raise
+        body = health.json()
+        if health.status == 503 and is_loading(
+            body.get("error") if isinstance(body, dict) else None
+        ):
+            self._counters = None
+            return LlamaData(loading=True, latency_ms=health.latency_ms)
+        if health.status != 200:
+            self._counters = None
+            raise http_error(url, health.status)
+        polled_at = time.monotonic()
+        props, slots, metrics = await asyncio.gather(
+            self._get("/props"), self._get("/slots"), self._get("/metrics")
+        )
+        data = LlamaData(loading=False, latency_ms=health.latency_ms, polled_at=polled_at)
+        data = self._with_props(data, props)
+        data = self._with_slots(data, slots)
+        return self._with_metrics(data, metrics)
+
+    async def _get(self, path: str) -> Reply:
+        url = f"{self.base_url}{path}"
+        reply = await fetch(self.session, url, self._auth)
+        if reply.status in (401, 403):
+            raise ConfigEntryAuthFailed(
+                translation_domain=DOMAIN, translation_key="invalid_auth_polling"
+            )
+        if reply.status not in (200, _DISABLED):
+            raise http_error(url, reply.status)
+        return reply
+
+    def _with_props(self, data: LlamaData, reply: Reply) -> LlamaData:
+        try:
+            props = parse_props(reply.json())
+        except MalformedReplyError as err:
+            raise malformed(f"{self.base_url}/props", "props_malformed") from err
+        previous = self.data.props if self.data else None
+        if props != previous:  # a model swap or an upgrade: show it on the device
+            update_device(
+                self.hass, self.config_entry, DEVICE_LLM, model=props.model, sw_version=props.build
+            )
+        return replace(data, props=props)
+
+    def _with_slots(self, data: LlamaData, reply: Reply) -> LlamaData:
+        if reply.status == _DISABLED:
+            return replace(data, slots_enabled=False)
+        try:
+            return replace(data, slots=parse_slots(reply.json()))
+        except MalformedReplyError as err:
+            raise malformed(f"{self.base_url}/slots", "slots_malformed") from err
+
+    def _with_metrics(self, data: LlamaData, reply: Reply) -> LlamaData:
+        if reply.status == _DISABLED:
+            return replace(data, metrics_enabled=False)
+        samples = parse_prometheus(reply.text)
+        counters = Counters.from_samples(samples, time.monotonic())
+        rates = compute_rates(self._counters, counters) if self._counters else None
+        self._counters = counters
+        rates = keep_last_speeds(rates, self._last_rates)
+        self._last_rates = rates or self._last_rates
+        processing, deferred = samples.get(REQUESTS_PROCESSING), samples.get(REQUESTS_DEFERRED)
+        return replace(
+            data,
+            started=reply.headers.get(PROCESS_START_HEADER) or None,
+            counters=counters,
+            rates=rates,
+            requests_processing=int(processing) if processing is not None else None,
+            requests_deferred=int(deferred) if deferred is not None else None,
+        )
+
+
+PROXY_INTERVAL: Final = timedelta(seconds=60)
+# A key no proxy will hold: the proxy must refuse it just like a missing one.
+_WRONG_KEY: Final = "voice-stack-probe-not-a-key"
+
+
+def _let_through(status: int) -> bool | None:
+    if status in (401, 403):
+        return False
+    if 200 <= status < 300:
+        return True
+    return None
+
+
+class ProxyCoordinator(VoiceStackCoordinator[ProxyData]):
+    """Checks the auth proxy is up, what it reserves, and that it refuses requests without a key."""
+
+    def __init__(self, hass: HomeAssistant, entry: ConfigEntry) -> None:
+        """Poll the entry's URL."""
+        super().__init__(
+            hass,
+            entry,
+            service="auth_proxy",
+            base_url=entry.data[CONF_URL],
+            interval=PROXY_INTERVAL,
+        )
+        self._auth = bearer(entry)
+
+    async def _async_update_data(self) -> ProxyData:
+        guarded = f"{self.base_url}/v1/models"
+        # The status is open; sending our key lets the proxy say which scope that key has.
+        status_reply, no_key, wrong_key = await asyncio.gather(
+            fetch(self.session, f"{self.base_url}/proxy/status", self._auth),
+            fetch(self.session, guarded),
+            fetch(self.session, guarded, {"Authorization": f"Bearer {_WRONG_KEY}"}),
+        )
+        status = parse_proxy_status(status_reply.json()) if status_reply.status == 200 else None
+        if status is not None:
+            update_device(self.hass, self.config_entry, DEVICE_PROXY, model=status.service)
+        return ProxyData(
+            latency_ms=status_reply.latency_ms,
+            status=status,
+            open_without_key=_let_through(no_key.status),
+            open_with_wrong_key=_let_through(wrong_key.status),
+        )
+
+
+GATEWAY_INTERVAL: Final = timedelta(seconds=30)
+
+
+class GatewayCoordinator(VoiceStackCoordinator[GatewayData]):
+    """Polls the gateway's HTTP side port."""
+
+    def __init__(self, hass: HomeAssistant, entry: ConfigEntry, gateway_url: str) -> None:
+        """Poll the gateway at `gateway_url` (e.g. http://gpu-box:10301)."""
+        super().__init__(
+            hass, entry, service="gateway", base_url=gateway_url, interval=GATEWAY_INTERVAL
+        )
+
+    async def _async_update_data(self) -> GatewayData:
+        url = f"{self.base_url}/health"
+        health_reply, metrics_reply = await asyncio.gather(
+            fetch(self.session, url), fetch(self.session, f"{self.base_url}/metrics")
+        )
+        if health_reply.status != 200:
+            raise http_error(url, health_reply.status)
+        try:
+            health = parse_gateway_health(health_reply.json())
+        except MalformedReplyError as err:
+            raise malformed(url) from err
+        self._update_devices(health)
+        samples = parse_prometheus(metrics_reply.text) if metrics_reply.status == 200 else {}
+        totals = {
+            kind: found
+            for kind, kinds in ((STT_KIND, (STT_KIND,)), (TTS_KIND, (TTS_KIND, TTS_STREAM_KIND)))
+            if (found := latency_totals(samples, *kinds)) is not None
+        }
+        return GatewayData(
+            health=health,
+            stt_ms=self._mean(STT_KIND, totals),
+            tts_ms=self._mean(TTS_KIND, totals),
+            totals=totals,
+        )
+
+    def _mean(self, kind: str, totals: dict[str, LatencyTotals]) -> float | None:
+        """The mean over the new requests, else the last figure shown."""
+        previous = self.data
+        mean = mean_ms(totals.get(kind), previous.totals.get(kind) if previous else None)
+        if mean is None and previous is not None:
+            return previous.stt_ms if kind == STT_KIND else previous.tts_ms
+        return mean
+
+    def _update_devices(self, health: GatewayHealth) -> None:
+        """Versions and model names change when the user upgrades or swaps a backend."""
+        update_device(self.hass, self.config_entry, DEVICE_GATEWAY, sw_version=health.version)
+        for kind in (DEVICE_ASR, DEVICE_TTS):
+            backend = health.backend(kind)
+            if backend is not None and backend.models:
+                update_device(self.hass, self.config_entry, kind, model=backend.models[0])

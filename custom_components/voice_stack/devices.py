@@ -1,5 +1,6 @@
 """One device per service of the stack, with stable identifiers and translated names, and one
-device per agent (subentry) that its conversation or AI Task entity and speed sensors share.
+device per agent (subentry) that its conversation or AI Task entity and speed sensors share;
+the base of the service entities, on their device as its coordinator last saw it.
 
 Device names come from translations ("Voice Stack LLM server", ...), so entity ids are
 deterministic (has_entity_name): e.g. sensor.voice_stack_llm_server_generation_speed. No
@@ -9,11 +10,14 @@ device links to a page: the proxy and llama-server want the key, which a browser
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers.device_registry import DeviceEntryType, DeviceInfo
+from homeassistant.helpers.entity import EntityDescription
 from homeassistant.helpers.typing import UNDEFINED
+from homeassistant.helpers.update_coordinator import CoordinatorEntity, DataUpdateCoordinator
 
 from .const import (
     CONF_MODEL,
@@ -24,10 +28,10 @@ from .const import (
     DEVICE_TTS,
     DOMAIN,
 )
-from .llama_data import model_name
+from .data import GatewayData, LlamaData, ProxyData, model_name
 
 if TYPE_CHECKING:
-    from homeassistant.config_entries import ConfigEntry, ConfigSubentry
+    from homeassistant.config_entries import ConfigSubentry
     from homeassistant.core import HomeAssistant
     from homeassistant.helpers.entity import Entity
     from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
@@ -118,3 +122,55 @@ def remove_stale_devices(hass: HomeAssistant, entry: ConfigEntry, kinds: tuple[s
         )
         if device is not None:
             registry.async_remove_device(device.id)
+
+
+def llm_device_info(entry: ConfigEntry, data: LlamaData | None) -> DeviceInfo:
+    """The LLM server device, with model and build when the server already told them."""
+    props = data.props if data else None
+    return service_device(
+        entry,
+        DEVICE_LLM,
+        model=props.model if props else None,
+        sw_version=props.build if props else None,
+    )
+
+
+def proxy_device_info(entry: ConfigEntry, data: ProxyData | None) -> DeviceInfo:
+    """The auth proxy device, named by the service its /proxy/status reports."""
+    status = data.status if data else None
+    return service_device(entry, DEVICE_PROXY, model=status.service if status else None)
+
+
+def gateway_device_info(entry: ConfigEntry, data: GatewayData | None) -> DeviceInfo:
+    """The gateway device, with its version once it answered."""
+    return service_device(entry, DEVICE_GATEWAY, sw_version=data.health.version if data else None)
+
+
+def backend_device_info(entry: ConfigEntry, kind: str, data: GatewayData | None) -> DeviceInfo:
+    """An ASR or TTS device, with its model as the gateway reports it."""
+    backend = data.health.backend(kind) if data else None
+    return service_device(
+        entry, kind, model=backend.models[0] if backend and backend.models else None
+    )
+
+
+class VoiceStackServiceEntity[CoordinatorT: DataUpdateCoordinator[Any]](
+    CoordinatorEntity[CoordinatorT]
+):
+    """An entity of one service device, fed by that service's coordinator."""
+
+    _attr_has_entity_name = True
+
+    def __init__(
+        self,
+        coordinator: CoordinatorT,
+        entry: ConfigEntry,
+        kind: str,
+        description: EntityDescription,
+        device_info: DeviceInfo,
+    ) -> None:
+        """Bind to the coordinator; unique id = entry + device kind + key."""
+        super().__init__(coordinator)
+        self.entity_description = description
+        self._attr_unique_id = f"{entry.entry_id}_{kind}_{description.key}"
+        self._attr_device_info = device_info

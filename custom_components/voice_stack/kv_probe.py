@@ -16,8 +16,8 @@ from homeassistant.util.hass_dict import HassKey
 
 from .chat import ChatClient
 from .const import DOMAIN, LOGGER
+from .data import ServerProps
 from .errors import LlamaError
-from .llama_data import ServerProps
 
 _SYSTEM = "Voice Stack unified KV cache probe."
 _TIMEOUT = 30.0

@@ -9,9 +9,7 @@ from homeassistant.config_entries import ConfigEntry
 from .agent import Agent
 from .chat import ChatClient
 from .client import LlamaClient
-from .gateway_coordinator import GatewayCoordinator
-from .llama_coordinator import LlamaCoordinator
-from .proxy_coordinator import ProxyCoordinator
+from .coordinator import GatewayCoordinator, LlamaCoordinator, ProxyCoordinator
 from .repairs import Repairs
 from .slots import SlotScheduler
 from .timings import Timings

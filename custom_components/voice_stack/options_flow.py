@@ -13,7 +13,7 @@ from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.selector import TextSelector, TextSelectorConfig, TextSelectorType
 
 from .const import CONF_GATEWAY_URL, LOGGER, PROBE_TIMEOUT
-from .service_data import parse_gateway_health
+from .data import parse_gateway_health
 from .urls import shown_url
 
 GATEWAY_FIELD: Final[dict[Any, Any]] = {

@@ -36,10 +36,8 @@ from .const import (
     ISSUE_SLOTS_DISABLED,
     ISSUE_UNIFIED_KV,
 )
-from .llama_coordinator import LlamaCoordinator
-from .llama_data import LlamaData
-from .proxy_coordinator import ProxyCoordinator
-from .service_data import ProxyData
+from .coordinator import LlamaCoordinator, ProxyCoordinator
+from .data import LlamaData, ProxyData
 from .urls import without_userinfo
 
 

@@ -22,10 +22,10 @@ from homeassistant.core import HomeAssistant, callback
 from .agent import Agent
 from .chat import ChatClient
 from .const import LOGGER
+from .coordinator import LlamaCoordinator
+from .data import ServerProps
 from .errors import LlamaContextError, LlamaError
 from .kv_probe import known_verdict, probe_unified_kv, remember_verdict
-from .llama_coordinator import LlamaCoordinator
-from .llama_data import ServerProps
 from .observation import Observation, is_new_process, observe, slots_to_warm
 from .repairs import ContextError, Repairs
 from .slots import SlotScheduler

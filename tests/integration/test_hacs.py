@@ -17,7 +17,7 @@ from awesomeversion import AwesomeVersion
 from homeassistant.const import __version__ as HA_VERSION
 from PIL import Image
 
-from custom_components.voice_stack import binary_sensor, const, errors, sensor_types
+from custom_components.voice_stack import binary_sensor, const, errors, sensor
 from custom_components.voice_stack.config_flow import STEP_REAUTH_SCHEMA, STEP_USER_SCHEMA
 from custom_components.voice_stack.devices import _MODEL as DEVICE_KINDS
 from custom_components.voice_stack.options_flow import GATEWAY_FIELD, STEP_OPTIONS_SCHEMA
@@ -236,16 +236,16 @@ def test_entity_device_issue_and_exception_strings(strings: dict[str, Any]) -> N
     sensor_keys = {
         d.translation_key
         for group in (
-            sensor_types.AGENT_SENSORS,
-            sensor_types.LLAMA_SENSORS,
-            sensor_types.PROXY_SENSORS,
-            sensor_types.GATEWAY_SENSORS,
+            sensor.AGENT_SENSORS,
+            sensor.LLAMA_SENSORS,
+            sensor.PROXY_SENSORS,
+            sensor.GATEWAY_SENSORS,
         )
         for d in group
-    } | {sensor_types.SERVER_STATE.translation_key}
+    } | {sensor.SERVER_STATE.translation_key}
     sensor_strings = strings["entity"]["sensor"]
     assert sensor_keys == set(sensor_strings)
-    assert set(sensor_types.SERVER_STATES) == set(sensor_strings["server_state"]["state"])
+    assert set(sensor.SERVER_STATES) == set(sensor_strings["server_state"]["state"])
     binary_keys = {binary_sensor.OPEN_ACCESS.translation_key}
     assert binary_keys == set(strings["entity"]["binary_sensor"])
     assert binary_sensor.CONNECTIVITY.translation_key is None  # named by its device class

@@ -24,7 +24,13 @@ from custom_components.voice_stack.const import (
     CONF_SLOTS,
     DOMAIN,
 )
-from custom_components.voice_stack.llama_data import LlamaData, parse_props, parse_slots
+from custom_components.voice_stack.data import (
+    LlamaData,
+    ProxyData,
+    ProxyStatus,
+    parse_props,
+    parse_slots,
+)
 from custom_components.voice_stack.repairs import (
     ContextError,
     Findings,
@@ -33,7 +39,6 @@ from custom_components.voice_stack.repairs import (
     proxy_issues,
     shared_slot_issues,
 )
-from custom_components.voice_stack.service_data import ProxyData, ProxyStatus
 from tests.integration.conftest import RealLlama, Server
 from tests.integration.fakes import FakeLlama, ForwardingProxy
 from tests.integration.helpers import (

@@ -21,7 +21,7 @@ from custom_components.voice_stack.const import (
     CONF_TIMEOUT,
     REASONING_DISABLED,
 )
-from custom_components.voice_stack.llama_data import (
+from custom_components.voice_stack.data import (
     Counters,
     LlamaData,
     ServerProps,

@@ -1,5 +1,6 @@
 """The shape of the two Python packages users install: no import cycle (type-only imports
-count), and no module too long to read in one sitting."""
+count). Modules are cut by concern, not by length (HA core keeps a platform in one file), so
+there is no line cap."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ PACKAGES = {
     "voice_stack": REPO / "custom_components" / "voice_stack",
     "voice_stack_gateway": REPO / "gateway" / "src" / "voice_stack_gateway",
 }
-MAX_LINES = 320  # about 300: a module longer than that holds more than one concern
 
 
 def imports_of(path: Path, package: str) -> set[str]:
@@ -69,13 +69,3 @@ def test_no_import_cycle(package: str) -> None:
     edges = graph(PACKAGES[package], package)
     assert len(edges) > 5, "the package was not found"
     assert find_cycle(edges) is None, " -> ".join(find_cycle(edges) or [])
-
-
-@pytest.mark.parametrize("package", sorted(PACKAGES))
-def test_modules_stay_short(package: str) -> None:
-    long = {
-        p.name: n
-        for p in PACKAGES[package].glob("*.py")
-        if (n := len(p.read_text().splitlines())) > MAX_LINES
-    }
-    assert not long, long

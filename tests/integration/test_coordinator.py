@@ -1,5 +1,8 @@
-"""The llama-server poller: loading is up-but-not-ready, a rejected key starts reauth, hung or
-failing endpoints make it unreachable, malformed replies never escape, devices follow /props."""
+"""The pollers (coordinator.py). llama-server: loading is up-but-not-ready, a rejected key starts
+reauth, hung or failing endpoints make it unreachable, malformed replies never escape, devices
+follow /props. The auth proxy: its status and key scope, whether it turns away a request without
+the key, and llama-server itself behind the URL. The gateway: its health, and the real speech
+requests' times from /metrics."""
 
 from __future__ import annotations
 
@@ -10,8 +13,10 @@ from homeassistant.helpers.update_coordinator import UpdateFailed
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import DOMAIN
-from tests.integration.fakes import FakeLlama, metrics_text
+from tests.integration.conftest import Server
+from tests.integration.fakes import FakeGateway, FakeLlama, metrics_text
 from tests.integration.helpers import poll, setup_entry, stack_entry
+from voice_stack_dev.llama import LlamaServer
 
 
 async def test_figures_of_a_poll(
@@ -123,3 +128,88 @@ async def test_credentials_in_the_url_never_reach_the_log(
     assert "Error fetching voice_stack llm_server data" in caplog.text
     assert "S3cret-pass" not in caplog.text
     assert "admin" not in caplog.text
+
+
+async def test_status_and_key_scope(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+) -> None:
+    fake.proxy_status = {
+        "service": "voice-stack-llm-auth",
+        "reserved_slots": [0, 1],
+        "total_slots": 4,
+        "scoped_keys": True,
+        "key_scope": "agent",
+    }
+    await poll(hass, init_integration)
+    data = init_integration.runtime_data.coordinators.proxy.data
+    assert data.status is not None
+    assert (data.status.reserved_slots, data.status.key_scope) == ((0, 1), "agent")
+    assert (data.open_without_key, data.open_with_wrong_key) == (False, False)
+
+
+async def test_malformed_status_and_an_undecidable_door(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+) -> None:
+    """A status that is not the proxy's is no status; a 404 neither refuses nor serves."""
+    fake.proxy_status = {"reserved_slots": "0"}
+    fake.overrides["/v1/models"] = (404, "{}")
+    await poll(hass, init_integration)
+    data = init_integration.runtime_data.coordinators.proxy.data
+    assert data.status is None
+    assert data.open_without_key is None
+
+
+class TestDirect:
+    @pytest.fixture
+    def server(self, llama_text: LlamaServer) -> Server:
+        return Server.of(llama_text)
+
+    async def test_llama_server_itself(
+        self, hass: HomeAssistant, init_integration: MockConfigEntry
+    ) -> None:
+        """Pointed at llama-server itself: no /proxy/status, reachable, keyed."""
+        proxy = init_integration.runtime_data.coordinators.proxy
+        assert proxy.reachable
+        assert proxy.data.status is None
+        assert proxy.data.lets_requests_through is False
+
+
+@pytest.fixture
+def gateway_url(fake_gateway: FakeGateway) -> str:
+    return fake_gateway.url
+
+
+async def test_speech_times_follow_the_gateway_s_own_requests(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake_gateway: FakeGateway
+) -> None:
+    """The mean over the requests since the last poll; the last figure while idle; none before
+    the first request; a gateway restart starts over."""
+    gateway = init_integration.runtime_data.coordinators.gateway
+    assert gateway is not None
+    assert (gateway.data.stt_ms, gateway.data.tts_ms) == (None, None)
+    fake_gateway.latency = {"stt": (0.9, 3), "tts": (0.1, 1), "tts_stream": (0.1, 1)}
+    await poll(hass, init_integration)
+    assert gateway.data.stt_ms == pytest.approx(300.0)
+    assert gateway.data.tts_ms == pytest.approx(100.0), "plain and streamed synthesis together"
+    fake_gateway.latency = {"stt": (1.5, 4), "tts": (0.1, 1), "tts_stream": (0.1, 1)}
+    await poll(hass, init_integration)
+    assert gateway.data.stt_ms == pytest.approx(600.0)
+    assert gateway.data.tts_ms == pytest.approx(100.0), "idle: the last figure stays"
+    fake_gateway.latency = {"stt": (0.05, 1), "tts": (0.0, 0)}
+    await poll(hass, init_integration)
+    assert gateway.data.stt_ms == pytest.approx(50.0)
+
+
+async def test_broken_replies(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake_gateway: FakeGateway
+) -> None:
+    """A 500, then a body that is not the gateway's JSON: the poll fails with a clear reason."""
+    gateway = init_integration.runtime_data.coordinators.gateway
+    assert gateway is not None
+    fake_gateway.health_status = 500
+    await poll(hass, init_integration)
+    assert gateway.last_exception.translation_key == "probe_status"  # type: ignore[union-attr]
+    fake_gateway.health_status = 200
+    fake_gateway.health = {"no": "status"}
+    await poll(hass, init_integration)
+    assert gateway.last_exception.translation_key == "probe_malformed"  # type: ignore[union-attr]
