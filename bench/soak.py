@@ -9,11 +9,16 @@ Servers (127.0.0.1 only, all stopped on exit, Ctrl-C or SIGTERM): llama-server (
 gateway, `hass` with the demo's config (recorder on). Each satellite speaks a question as a new
 conversation, then its follow-up, in real time (20 ms chunks), every `--gap` s; the browsers
 chat (each chat followed by its title request) every `--browser-gap` s. Faults, in this order,
-evenly over the run, each `--rounds` times (default: one round per 20 minutes, at least one):
-llama-server killed (SIGKILL) and restarted, the speech server restarted, the gateway restarted,
-the proxy reloaded with a new general key (the browsers switch to it), the proxy down for 30 s,
-Home Assistant restarted. A fault's window is from its start until the service is back plus
-GRACE_S. One JSON document to stdout (and `--out`); progress to stderr.
+each `--rounds` times (default 2 from 20 minutes on, else 1), evenly over the first
+`--fault-minutes` (default: the first sixth of the run): llama-server killed (SIGKILL) and
+restarted, the speech server restarted, the gateway restarted, the proxy reloaded with a new
+general key (the browsers switch to it), the proxy down for 30 s, Home Assistant restarted. The
+rest of the run is load alone, so each process that came back from a fault is then watched for
+the last five sixths (50 minutes of a 60-minute run) without being restarted: growth there is
+growth, not a restart's warm-up. A fault's window is from its start until the service is back
+plus GRACE_S. Inside HA, a probe (dev/ha_probe, linked into this run's HA config only) counts
+the event loop's tasks and those running our integration's code; the gateway's /metrics gives
+its own. One JSON document to stdout (and `--out`); progress to stderr.
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +50,7 @@ from voice_stack_dev.demo.errors import DemoError
 from voice_stack_dev.demo.observe import llama_slots
 from voice_stack_dev.demo.onboarding import onboard_or_login, wait_running
 from voice_stack_dev.demo.preflight import check_environment
-from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.demo.roles import GATEWAY_HTTP_PORT, Role
 from voice_stack_dev.demo.services import CACHE_RAM_MIB, RESERVED_SLOTS
 from voice_stack_dev.demo.turns import clear_tts_cache
 from voice_stack_dev.e2e.phases import BROWSER_PARAGRAPHS, BROWSER_TITLE_WORDS, utterances
@@ -52,7 +60,8 @@ from voice_stack_dev.e2e.turns import QUESTIONS as E2E_QUESTIONS
 from voice_stack_dev.e2e.turns import Utterance
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 from voice_stack_dev.nginx import NginxProxy
-from voice_stack_dev.procs import Service, group_usage
+from voice_stack_dev.paths import REPO
+from voice_stack_dev.procs import Service, group_usage, tcp_peer_ports
 
 GRACE_S = 30.0  # after a service is back: the integration's next poll (15 s) and a turn
 PROXY_DOWN_S = 30.0
@@ -70,6 +79,9 @@ WATCHED = (Role.HASS, Role.GATEWAY, Role.PROXY, Role.SPEECH, Role.LLAMA)
 FAULTS = ("llama_kill", "speech_restart", "gateway_restart", "proxy_new_key", "proxy_down",
           "ha_restart")  # fmt: skip
 QUESTIONS = E2E_QUESTIONS[:6]
+PROBE = REPO / "dev" / "ha_probe" / "voice_stack_probe"
+PROBE_PATH = "/api/voice_stack_probe/tasks"
+READ_LIMIT_S = 5.0  # one reading of a task count
 
 
 def log(message: str) -> None:
@@ -238,7 +250,8 @@ async def _pause(soak: Soak, seconds: float) -> None:
 
 
 async def watch(soak: Soak, every: float) -> None:
-    """RSS and descriptors of every service's process group, every `every` s."""
+    """RSS and descriptors of every service's process group, HA's connections to the stack's
+    servers and the task counts of HA (all, and ours) and the gateway, every `every` s."""
     while not soak.done.is_set():
         row: dict[str, Any] = {"t": round(soak.now(), 1)}
         for role in WATCHED:
@@ -246,8 +259,46 @@ async def watch(soak: Soak, every: float) -> None:
             pid = proc.proc.pid if proc is not None and proc.proc is not None else None
             usage = group_usage(pid) if pid is not None else None
             row[role.value] = asdict(usage) if usage is not None else None
+        if (hass := row[Role.HASS.value]) is not None:
+            hass["to_stack"] = _to_stack(soak, hass["pids"][0])
+            hass["tasks"], hass["our_tasks"] = await _ha_tasks(soak)
+        if (gateway := row[Role.GATEWAY.value]) is not None:
+            gateway["tasks"] = await asyncio.to_thread(_gateway_tasks, soak)
         soak.usage.append(row)
         await _pause(soak, every)
+
+
+def _to_stack(soak: Soak, pgid: int) -> int:
+    """HA's open connections to the stack's servers (our integration's and HA's wyoming
+    integration's: the proxy, llama-server, the gateway's two ports, the speech server)."""
+    ports = {soak.servers.state.ports[name] for name in (*(r.value for r in WATCHED
+             if r is not Role.HASS), GATEWAY_HTTP_PORT)}  # fmt: skip
+    return sum(n for port, n in tcp_peer_ports(pgid).items() if port in ports)
+
+
+async def _ha_tasks(soak: Soak) -> tuple[int | None, int | None]:
+    """(all tasks, tasks running our integration's code) from the probe; None while HA is
+    restarting or does not answer within READ_LIMIT_S."""
+    if soak.ha is None:
+        return None, None
+    try:
+        async with asyncio.timeout(READ_LIMIT_S):
+            data = await soak.ha.request("GET", PROBE_PATH)
+    except HomeAssistantApiError, TimeoutError:
+        return None, None
+    return int(data["tasks"]), int(data["ours"])
+
+
+def _gateway_tasks(soak: Soak) -> int | None:
+    """gateway_asyncio_tasks from the gateway's /metrics; None if it does not answer."""
+    url = f"http://127.0.0.1:{soak.servers.state.ports[GATEWAY_HTTP_PORT]}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=READ_LIMIT_S) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    lines = [x for x in text.splitlines() if x.startswith("gateway_asyncio_tasks ")]
+    return int(lines[0].split()[1]) if lines else None
 
 
 async def first_task_s(soak: Soak, since: float) -> float | None:
@@ -337,9 +388,9 @@ def _simple(role: Role) -> Callable[[Soak, Fault], Awaitable[None]]:
     return restart
 
 
-async def faults(soak: Soak, rounds: int, tail_s: float) -> None:
-    """Every fault `rounds` times, evenly over the run (late ones run once the one before is
-    over); the run then goes on for at least `tail_s` s after the last one."""
+async def faults(soak: Soak, rounds: int, span: float, tail_s: float) -> None:
+    """Every fault `rounds` times, evenly over the first `span` s (late ones run once the one
+    before is over); the run then goes on for at least `tail_s` s after the last one."""
     actions = {
         "llama_kill": llama_kill,
         "speech_restart": _simple(Role.SPEECH),
@@ -349,7 +400,6 @@ async def faults(soak: Soak, rounds: int, tail_s: float) -> None:
         "ha_restart": ha_restart,
     }
     plan = [name for _ in range(rounds) for name in FAULTS]
-    span = soak.stop_at - soak.began
     for i, name in enumerate(plan):
         await _pause_until(soak, span * (i + 0.5) / len(plan))
         fault = Fault(name, soak.now())
@@ -411,10 +461,14 @@ def latency_by_quarter(requests: list[Request], span: float) -> list[dict[str, A
     return quarters
 
 
+COUNTS = ("fds", "sockets", "to_stack", "tasks", "our_tasks")  # what a leak makes grow
+
+
 def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[str, Any]]:
-    """RSS and descriptors of each of the service's processes (a restart starts a new one) from
-    `since` on, each from SETTLE_S after it started: the median of its first three samples
-    against that of its last three."""
+    """RSS, descriptors and tasks of each of the service's processes (a restart starts a new
+    one) from `since` on, each from SETTLE_S after it started. RSS: the median of its first
+    three samples against that of its last three. Counts (which a turn in flight moves by one
+    or two): the median of the first third of the samples against that of the last third."""
     lives: dict[int, list[tuple[float, dict[str, Any]]]] = {}
     for row in usage:
         if (u := row.get(role.value)) is not None:
@@ -426,19 +480,33 @@ def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[s
         if len(rows) < 2:
             continue
 
-        def ends(key: str, rows: list[tuple[float, dict[str, Any]]] = rows) -> tuple[float, float]:
-            values = [u[key] for _, u in rows]
-            return statistics.median(values[:3]), statistics.median(values[-3:])
-
-        (rss0, rss1), (fd0, fd1), (so0, so1) = ends("rss_kb"), ends("fds"), ends("sockets")
+        rss = [u["rss_kb"] for _, u in rows]
+        rss0, rss1 = statistics.median(rss[:3]), statistics.median(rss[-3:])
         out.append({
             "pid": pid, "samples": len(rows), "from_s": rows[0][0], "to_s": rows[-1][0],
             "rss_mb": [round(rss0 / 1024, 1), round(rss1 / 1024, 1)],
             "rss_growth_pct": round(100 * (rss1 - rss0) / rss0, 2) if rss0 else None,
-            "fds": [fd0, fd1], "sockets": [so0, so1],
-            "max_rss_mb": round(max(u["rss_kb"] for _, u in rows) / 1024, 1),
+            "max_rss_mb": round(max(rss) / 1024, 1),
+            **{key: thirds([u.get(key) for _, u in rows]) for key in COUNTS
+               if any(u.get(key) is not None for _, u in rows)},
         })  # fmt: skip
     return out
+
+
+def thirds(values: list[int | None]) -> list[float]:
+    """The median of the first third of the readings against that of the last third."""
+    known = [v for v in values if v is not None]
+    third = max(1, len(known) // 3)
+    return [statistics.median(known[:third]), statistics.median(known[-third:])]
+
+
+def _no_count_growth(lives: list[dict[str, Any]]) -> bool | None:
+    """No count (descriptors, sockets, HA's connections to the stack, tasks) ended higher in
+    any judged process than it began."""
+    judged = _judged(lives)
+    if not judged:
+        return None
+    return all(life[k][1] <= life[k][0] for life in judged for k in COUNTS if k in life)
 
 
 def _judged(lives: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -464,14 +532,15 @@ def _within_cache(lives: list[dict[str, Any]]) -> bool | None:
 
 
 def first_after(requests: list[Request], fault: Fault, next_start: float) -> dict[str, Any]:
-    """The first voice turn and the first browser request started after the service was back;
-    None if none started before the next fault began (that one is judged by its own window)."""
+    """The first voice turn and the first browser request started after the service was back
+    and over before the next fault began (one that ran into it is judged by that fault's window);
+    None if there was none."""
     back = fault.back if fault.back is not None else float("inf")
     out: dict[str, Any] = {}
     for kind, prefix in (("voice", "satellite"), ("browser", "browser")):
         ours = [r for r in requests if r.client.startswith(prefix)]
-        first = min((r for r in ours if back <= r.start < next_start), key=lambda r: r.start,
-                    default=None)  # fmt: skip
+        first = min((r for r in ours if back <= r.start and r.end < next_start),
+                    key=lambda r: r.start, default=None)  # fmt: skip
         if first is None:
             out[kind] = None
             continue
@@ -479,19 +548,63 @@ def first_after(requests: list[Request], fault: Fault, next_start: float) -> dic
     return out
 
 
-def recorder_rows(config_dir: Path, entity_ids: set[str], since_ts: float) -> dict[str, int]:
-    """State rows HA's recorder wrote for these entities since `since_ts` (Unix time)."""
+ROW_KINDS = ("first", "state", "attributes", "timestamps_only", "unchanged")
+
+
+def recorder_rows(
+    config_dir: Path, entity_ids: set[str], since_ts: float
+) -> dict[str, Counter[str]]:
+    """State rows HA's recorder wrote for these entities since `since_ts` (Unix time), each by
+    what it changed against the entity's row before: its state, an attribute, only attributes
+    that hold a time (the churn of a "last success" stamp), or nothing (HA writes every entity
+    anew when it starts)."""
     db = config_dir / "home-assistant_v2.db"
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as conn:
         rows = conn.execute(
-            "SELECT m.entity_id, COUNT(*) FROM states s JOIN states_meta m"
-            " ON s.metadata_id = m.metadata_id WHERE s.last_updated_ts >= ? GROUP BY m.entity_id",
+            "SELECT m.entity_id, s.state, a.shared_attrs FROM states s JOIN states_meta m"
+            " ON s.metadata_id = m.metadata_id LEFT JOIN state_attributes a"
+            " ON s.attributes_id = a.attributes_id WHERE s.last_updated_ts >= ?"
+            " ORDER BY m.entity_id, s.last_updated_ts",
             (since_ts,),
         ).fetchall()
-    return {str(e): int(n) for e, n in rows if e in entity_ids}
+    kinds: dict[str, Counter[str]] = {}
+    before: dict[str, tuple[str, dict[str, Any]]] = {}
+    for entity_id, state, shared in rows:
+        if entity_id not in entity_ids:
+            continue
+        now = (state, json.loads(shared) if shared else {})
+        kinds.setdefault(entity_id, Counter())[_row_kind(before.get(entity_id), now)] += 1
+        before[entity_id] = now
+    return kinds
 
 
-def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[str, Any]:
+def _row_kind(before: tuple[str, dict[str, Any]] | None, now: tuple[str, dict[str, Any]]) -> str:
+    if before is None:
+        return "first"
+    if before[0] != now[0]:
+        return "state"
+    changed = {k for k in before[1].keys() | now[1].keys() if before[1].get(k) != now[1].get(k)}
+    if not changed:
+        return "unchanged"
+    return "timestamps_only" if all(_is_time(now[1].get(k)) for k in changed) else "attributes"
+
+
+def _is_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _rows_are_value_changes(kinds: dict[str, Counter[str]], ha_starts: int) -> bool:
+    """No row for a time stamp alone, and no unchanged row beyond one per HA start."""
+    return all(c["timestamps_only"] == 0 and c["unchanged"] <= ha_starts for c in kinds.values())
+
+
+def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace) -> dict[str, Any]:
     span = soak.now()
     windows = [f.window() for f in soak.faults]
     for r in soak.requests:
@@ -509,6 +622,7 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
     restarts = [f.window() for f in soak.faults if f.name in ("llama_kill", "ha_restart")]
     stray = [t for t in soak.primes if t > GRACE_S  # the set-up's own warm-up may run late
              and not any(lo <= t <= hi for lo, hi in restarts)]  # fmt: skip
+    rows = {entity_id: sum(c.values()) for entity_id, c in kinds.items()}
     per_hour = round(sum(rows.values()) / (span / 3600), 1) if span else None
     counts = {name: sum(f.name == name for f in soak.faults) for name in FAULTS}
     goals = {
@@ -522,19 +636,18 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
             k: all(life["rss_growth_pct"] < 5 for life in _judged(v)) if _judged(v) else None
             for k, v in usage.items()
         },
-        "no_fd_growth_last_5_6": {
-            k: all(life["fds"][1] <= life["fds"][0] for life in _judged(v)) if _judged(v) else None
-            for k, v in usage.items()
-        },
+        "no_fd_or_task_growth_last_5_6": {k: _no_count_growth(v) for k, v in usage.items()},
         "voice_slot_never_evicted_by_a_browser": not evicted,
         "warm_up_within_one_poll": all(w is not None and w <= POLL_S for w in warm),
         "llama_rss_growth_within_cache_ram": _within_cache(usage[Role.LLAMA.value]),
         "no_prime_while_nothing_restarted": not stray,
+        "recorder_rows_are_value_changes": _rows_are_value_changes(kinds, counts["ha_restart"]),
     }
     return {
         "setup": {
             "minutes": args.minutes,
             "rounds": args.rounds,
+            "fault_minutes": args.fault_minutes,
             "gap_s": args.gap,
             "browser_gap_s": args.browser_gap,
             "grace_s": GRACE_S,
@@ -563,8 +676,18 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
         "llama_cache_ram_mib": CACHE_RAM_MIB,
         "primes_s": soak.primes,
         "primes_while_nothing_restarted_s": stray,
-        "recorder_rows": {"by_entity": rows, "per_hour": per_hour},
-        "asyncio_tasks": "not read: neither HA nor the gateway exposes a task count",
+        "recorder_rows": {
+            "by_entity": rows,
+            "per_hour": per_hour,
+            "what_changed": {k: {kind: c[kind] for kind in ROW_KINDS} for k, c in kinds.items()},
+        },
+        "asyncio_tasks": {
+            role.value: [
+                {k: life.get(k) for k in ("pid", "tasks", "our_tasks")}
+                for life in _judged(usage[role.value])
+            ]
+            for role in (Role.HASS, Role.GATEWAY)
+        },
         "goals": goals,
         "load_average_end": os.getloadavg(),
     }
@@ -573,10 +696,24 @@ def report(soak: Soak, rows: dict[str, int], args: argparse.Namespace) -> dict[s
 # --- the run ---------------------------------------------------------------------------------
 
 
+def install_probe(servers: Servers) -> None:
+    """Link the task probe into this run's HA config and restart HA to load it (before the
+    integration is set up, so the run itself sees no extra restart)."""
+    link = servers.config_dir / "custom_components" / PROBE.name
+    if not link.is_symlink():
+        link.symlink_to(PROBE)
+    config = servers.config_dir / "configuration.yaml"
+    if f"\n{PROBE.name}:" not in config.read_text():
+        with config.open("a") as f:
+            f.write(f"{PROBE.name}:\n")
+    servers.stack.services[Role.HASS].restart()
+
+
 async def run(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
     check_environment()
     log(f"starting the servers (logs in {servers.logs})")
     await servers.start(stock=False)
+    await asyncio.to_thread(install_probe, servers)
     began_unix = time.time()
     soak = Soak(servers, time.monotonic(), time.monotonic() + args.minutes * 60)
     soak.general_key = servers.state.proxy_key
@@ -593,15 +730,17 @@ async def run(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
         soak.stop_at = soak.began + args.minutes * 60
         log(f"soaking for {args.minutes} min: {args.rounds} round(s) of {len(FAULTS)} faults")
         async with asyncio.TaskGroup() as group:
-            fault_task = group.create_task(faults(soak, args.rounds, args.tail))
+            fault_task = group.create_task(
+                faults(soak, args.rounds, args.fault_minutes * 60, args.tail)
+            )
             group.create_task(timer(soak, fault_task))
             group.create_task(watch(soak, args.sample))
             group.create_task(watch_primes(soak))
             group.create_task(browsers(soak, args.browser_gap))
             for n in range(2):
                 group.create_task(satellite(soak, n, speech, args.gap))
-        rows = recorder_rows(servers.config_dir, ours, began_unix)
-        return report(soak, rows, args)
+        kinds = recorder_rows(servers.config_dir, ours, began_unix)
+        return report(soak, kinds, args)
     finally:
         if soak.ha is not None:
             await soak.ha.close()
@@ -611,8 +750,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--minutes", type=float, default=60.0)
     parser.add_argument(
-        "--rounds", type=int, default=None, help="of every fault (default: minutes/20)"
+        "--rounds", type=int, default=None, help="of every fault (default 2 from 20 min on)"
     )
+    parser.add_argument(
+        "--fault-minutes", type=float, default=None,
+        help="the faults are spread over the run's first this many minutes (default: minutes/6)",
+    )  # fmt: skip
     parser.add_argument("--gap", type=float, default=4.0, help="s between a satellite's turns")
     parser.add_argument("--browser-gap", type=float, default=10.0, help="s between browser rounds")
     parser.add_argument("--sample", type=float, default=10.0, help="s between /proc readings")
@@ -620,7 +763,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     if args.rounds is None:
-        args.rounds = max(1, int(args.minutes // 20))
+        args.rounds = 2 if args.minutes >= 20 else 1
+    if args.fault_minutes is None:
+        args.fault_minutes = args.minutes / 6
     return args
 
 

@@ -8,7 +8,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -156,10 +156,8 @@ class Usage:
     sockets: int
 
 
-def group_usage(pgid: int) -> Usage | None:
-    """Summed over every process in the group (a Service starts one: nginx's master and its
-    workers, a server and its children); None when none is left. Linux only."""
-    pids, rss, fds, sockets = [], 0, 0, 0
+def _members(pgid: int) -> Iterator[tuple[Path, list[str]]]:
+    """Each process of the group, with where its descriptors point (gone ones skipped)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -168,10 +166,21 @@ def group_usage(pgid: int) -> Usage | None:
             stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             if int(stat[2]) != pgid:
                 continue
-            status = (entry / "status").read_text()
             links = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
         except OSError, IndexError, ValueError:
             continue  # gone meanwhile, or not ours to read
+        yield entry, links
+
+
+def group_usage(pgid: int) -> Usage | None:
+    """Summed over every process in the group (a Service starts one: nginx's master and its
+    workers, a server and its children); None when none is left. Linux only."""
+    pids, rss, fds, sockets = [], 0, 0, 0
+    for entry, links in _members(pgid):
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
         pids.append(int(entry.name))
         rss += next(
             (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0
@@ -179,3 +188,21 @@ def group_usage(pgid: int) -> Usage | None:
         fds += len(links)
         sockets += sum(link.startswith("socket:") for link in links)
     return Usage(tuple(sorted(pids)), rss, fds, sockets) if pids else None
+
+
+def tcp_peer_ports(pgid: int) -> dict[int, int]:
+    """Established TCP connections of the process group, counted by the port they connect to
+    (from /proc/net/tcp and tcp6: which of our servers a process holds sockets to). Linux only."""
+    inodes = {
+        link[8:-1] for _, links in _members(pgid) for link in links if link.startswith("socket:[")
+    }
+    peers: dict[int, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                # remote "ADDR:PORT" in hex, state 01 = ESTABLISHED, the socket's inode
+                if fields[3] == "01" and fields[9] in inodes:
+                    port = int(fields[2].rsplit(":", 1)[1], 16)
+                    peers[port] = peers.get(port, 0) + 1
+    return peers
