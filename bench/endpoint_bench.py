@@ -1,0 +1,361 @@
+"""End of turn on the cut-off corpus (issue 22 item 4): when each setting ends the turn, whether
+it cut the request short, and what transcript it got, against Home Assistant's fixed holds.
+
+    PYTHONPATH=dev .cache/venv/ha11/bin/python bench/endpoint_bench.py [--quick] > result.json
+
+Corpus: bench/endpoint_corpus.json (dev/voice_stack_dev/corpus.py): complete requests, requests
+with a pause where they cannot end, and with a pause where they look complete, spoken by the
+speech server's piper voice with exact digital pauses; 0.3 s of silence before each, silence
+after it up to HA's 15 s cap.
+
+Through the gateway (the real voice-stack-gateway on the real speech server, faster-whisper
+tiny.en), every utterance streamed in real time in 20 ms chunks by a client that does what HA's
+Wyoming STT does (upload and read at once, the first transcript wins), with HA 2026.11's own
+segmenter and microVAD (dev/voice_stack_dev/ha_hold.py) deciding when audio-stop is sent:
+the gateway's end of turn at STT_ENDPOINT_MS=400 (the default) and 700, and at 0 (early
+transcription only, HA's default hold ends every turn), and, when the gateway offers it,
+STT_OWN_VAD=1 (no audio-stop until the cap). HA's three holds alone (0.25, 0.7, 1.25 s) on the
+same audio: where the segmenter ends it, and the speech server's transcript of the audio up to
+there, timed (what a plain STT after the hold answers). Progress to stderr, one JSON document to
+stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from wyoming.asr import Transcribe, Transcript
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
+from wyoming.info import Describe, Info
+
+from voice_stack_dev.corpus import (
+    BYTES_PER_MS,
+    RATE,
+    TIMEOUT,
+    TRIM_LEVEL,
+    Spoken,
+    load_corpus,
+    normalize,
+    speak,
+    transcribe,
+    word_error_rate,
+)
+from voice_stack_dev.endpoint_report import report
+from voice_stack_dev.gateway import start_gateway
+from voice_stack_dev.ha_hold import HOLDS_S, HaHold, hold_end_ms
+from voice_stack_dev.paths import REPO
+from voice_stack_dev.procs import Service, free_port
+from voice_stack_dev.speech_server import STT_MODEL, start_speech_server
+
+LEAD_MS, CAP_MS, CHUNK_MS = 300, 15000, 20
+CHUNK_BYTES = CHUNK_MS * BYTES_PER_MS
+DEFAULT_HOLD_S = HOLDS_S["default"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A gateway configuration, and the HA hold that backs it (None: the gateway's own VAD)."""
+
+    name: str
+    env: dict[str, str]
+    hold_s: float | None
+    about: str
+
+
+GATEWAY_SETTINGS = (
+    Setting("gateway_400", {"STT_ENDPOINT_MS": "400"}, DEFAULT_HOLD_S,
+            "gateway end of turn at STT_ENDPOINT_MS=400 (the default), HA's 0.7 s hold behind"),
+    Setting("gateway_700", {"STT_ENDPOINT_MS": "700"}, DEFAULT_HOLD_S,
+            "gateway end of turn at STT_ENDPOINT_MS=700, HA's 0.7 s hold behind"),
+    Setting("gateway_off", {"STT_ENDPOINT_MS": "0"}, DEFAULT_HOLD_S,
+            "STT_ENDPOINT_MS=0: early transcription only, HA's 0.7 s hold ends every turn"),
+    Setting("gateway_own_vad", {"STT_OWN_VAD": "1"}, None,
+            "STT_OWN_VAD=1: the gateway ends the stream itself, no audio-stop before the 15 s cap"),
+)  # fmt: skip
+HA_SETTINGS = {f"ha_{s}": s for s in HOLDS_S.values()}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One turn, in ms of audio from the stream's start."""
+
+    ended_at: float  # when HA stopped listening
+    transcript_at: float  # when the transcript was there
+    by: str  # gateway | ha_hold | ha_timeout | cap
+    text: str
+
+
+async def _receive(client: AsyncTcpClient, loop: asyncio.AbstractEventLoop) -> tuple[str, float]:
+    while True:
+        event = await client.read_event()
+        if event is None:
+            raise RuntimeError("the gateway closed the connection without a transcript")
+        if event.type == "error":
+            raise RuntimeError(f"the gateway answered an error: {event.data}")
+        if Transcript.is_type(event.type):
+            return Transcript.from_event(event).text, loop.time()
+
+
+async def _upload(
+    client: AsyncTcpClient, audio: bytes, hold: HaHold | None, t0: float
+) -> tuple[float, str]:
+    """The audio in real time until HA's hold ends it (or the cap); (its end in ms, why)."""
+    loop = asyncio.get_running_loop()
+    for i, at in enumerate(range(0, len(audio), CHUNK_BYTES)):
+        # a microphone sends a chunk once it has been recorded: at the end of its 20 ms
+        await asyncio.sleep(max(0.0, t0 + (i + 1) * CHUNK_MS / 1000 - loop.time()))
+        chunk = audio[at : at + CHUNK_BYTES]
+        n = hold.feed(chunk) if hold is not None else len(chunk)
+        if n:
+            await client.write_event(AudioChunk(RATE, 2, 1, chunk[:n]).event())
+        if hold is not None and hold.ended:
+            await client.write_event(AudioStop().event())
+            return hold.passed_ms, "ha_timeout" if hold.timed_out else "ha_hold"
+    await client.write_event(AudioStop().event())
+    return len(audio) / BYTES_PER_MS, "cap"
+
+
+async def stream_turn(port: int, audio: bytes, hold_s: float | None) -> Outcome:
+    """One utterance through the gateway as HA's Wyoming STT sends it."""
+    loop = asyncio.get_running_loop()
+    hold = HaHold(hold_s) if hold_s is not None else None
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        await client.write_event(Transcribe(language="en").event())
+        await client.write_event(AudioStart(RATE, 2, 1).event())
+        t0 = loop.time()
+        upload = asyncio.create_task(_upload(client, audio, hold, t0))
+        receive = asyncio.create_task(_receive(client, loop))
+        try:
+            done, _ = await asyncio.wait((upload, receive), return_when=asyncio.FIRST_COMPLETED)
+            if receive in done:
+                text, at = receive.result()
+                ended = (at - t0) * 1000
+                return Outcome(ended, ended, "gateway", text)
+            stopped, why = upload.result()
+            text, at = await asyncio.wait_for(receive, 60)
+            return Outcome(stopped, (at - t0) * 1000, why, text)
+        finally:
+            for task in (upload, receive):
+                task.cancel()
+            await asyncio.gather(upload, receive, return_exceptions=True)
+
+
+async def ha_hold_turn(
+    session: aiohttp.ClientSession, speech_url: str, audio: bytes, hold_s: float
+) -> Outcome:
+    """HA's hold alone: where it ends the audio, then the speech server's transcript of it."""
+    end = hold_end_ms(audio, hold_s, CHUNK_BYTES)
+    ended = end if end is not None else len(audio) / BYTES_PER_MS
+    text, asr_ms = await transcribe(session, speech_url, audio[: int(ended) * BYTES_PER_MS])
+    return Outcome(ended, ended + asr_ms, "ha_hold" if end is not None else "cap", text)
+
+
+def score(spoken: Spoken, outcome: Outcome) -> dict[str, Any]:
+    """One turn against its utterance: times from the last word (and the pause), the words."""
+    last = LEAD_MS + spoken.spans_ms[-1][1]
+    pause = LEAD_MS + spoken.spans_ms[0][1] if len(spoken.spans_ms) > 1 else None
+    return {
+        "ended_ms": round(outcome.ended_at - last, 1),
+        "after_pause_ms": None if pause is None else round(outcome.ended_at - pause, 1),
+        "transcript_ms": round(outcome.transcript_at - last, 1),
+        "by": outcome.by,
+        "cut_short": outcome.ended_at < last,
+        "transcript": outcome.text,
+        "exact": normalize(outcome.text) == normalize(spoken.entry.text),
+        "wer": round(word_error_rate(spoken.entry.text, outcome.text), 3),
+    }
+
+
+async def own_vad_offered(port: int) -> bool:
+    """The gateway's describe answer: does its STT say requires_external_vad: false?"""
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        await client.write_event(Describe().event())
+        while True:
+            event = await asyncio.wait_for(client.read_event(), 10)
+            if event is None:
+                raise RuntimeError("the gateway closed the connection without info")
+            if Info.is_type(event.type):
+                asr = Info.from_event(event).asr
+                return bool(asr) and not asr[0].requires_external_vad
+
+
+@dataclass
+class Gateways:
+    """The gateways under test, by setting: (the Service, its Wyoming port)."""
+
+    running: dict[str, tuple[Service, int]]
+    skipped: dict[str, str]
+
+    def stop(self) -> None:
+        for service, _port in self.running.values():
+            service.stop()
+
+
+def start_gateways(
+    speech: Service, logs: Path, gateway_src: Path | None, stop: Callable[[Service], None]
+) -> Gateways:
+    gateways = Gateways({}, {})
+    path = {"PYTHONPATH": str(gateway_src)} if gateway_src else {}
+    for setting in GATEWAY_SETTINGS:
+        extra = ["--stt-models", STT_MODEL, "--log-level", "DEBUG"]
+        port = free_port()
+        try:
+            service = start_gateway(
+                speech.url, logs / f"{setting.name}.log", port=port, extra_args=extra,
+                env={**path, **setting.env}, name=f"gateway ({setting.name})",
+            )  # fmt: skip
+        except RuntimeError as err:
+            gateways.skipped[setting.name] = f"the gateway did not start with {setting.env}: {err}"
+            continue
+        stop(service)
+        gateways.running[setting.name] = (service, port)
+        if setting.hold_s is None and not asyncio.run(own_vad_offered(port)):
+            service.stop()
+            del gateways.running[setting.name]
+            gateways.skipped[setting.name] = (
+                f"the gateway started with {setting.env} still says requires_external_vad: true"
+                " in its describe answer (no gateway-owned end of speech yet)"
+            )
+    return gateways
+
+
+async def run_gateways(
+    gateways: Gateways, spoken: list[Spoken], results: dict[str, dict[str, Any]]
+) -> None:
+    """Each utterance through every gateway in turn (the order rotates)."""
+    settings = [s for s in GATEWAY_SETTINGS if s.name in gateways.running]
+    for i, sp in enumerate(spoken):
+        audio = sp.audio(LEAD_MS, CAP_MS)
+        for setting in settings[i % len(settings) :] + settings[: i % len(settings)]:
+            outcome = await stream_turn(gateways.running[setting.name][1], audio, setting.hold_s)
+            results[sp.entry.id][setting.name] = score(sp, outcome)
+        log(f"  {sp.entry.id}: " + _brief(results[sp.entry.id], [s.name for s in settings]))
+
+
+async def run_ha_holds(
+    speech_url: str, spoken: list[Spoken], results: dict[str, dict[str, Any]]
+) -> None:
+    async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+        for sp in spoken:
+            audio = sp.audio(LEAD_MS, CAP_MS)
+            for name, hold_s in HA_SETTINGS.items():
+                results[sp.entry.id][name] = score(
+                    sp, await ha_hold_turn(session, speech_url, audio, hold_s)
+                )
+            log(f"  {sp.entry.id}: " + _brief(results[sp.entry.id], list(HA_SETTINGS)))
+
+
+def _brief(row: dict[str, Any], names: list[str]) -> str:
+    def one(r: dict[str, Any]) -> str:
+        return f"{r['ended_ms']:+.0f}{' CUT' if r['cut_short'] else ''}"
+
+    return ", ".join(f"{n} {one(row[n])}" for n in names if n in row)
+
+
+async def warm_up(gateways: Gateways, spoken: list[Spoken], n: int) -> None:
+    """Models, pools and first connections, not measured."""
+    for sp in spoken[:n]:
+        for setting in GATEWAY_SETTINGS:
+            if setting.name in gateways.running:
+                port = gateways.running[setting.name][1]
+                await stream_turn(port, sp.audio(LEAD_MS, CAP_MS), setting.hold_s)
+
+
+def setup_facts(args: argparse.Namespace, spoken: list[Spoken], logs: Path) -> dict[str, Any]:
+    trims = [t for sp in spoken for t in sp.trimmed_ms]
+    return {
+        "corpus": f"{len(spoken)} utterances of bench/endpoint_corpus.json"
+        + (" (--quick)" if args.quick else ""),
+        "audio": f"piper joe at {RATE} Hz, each part trimmed to its first and last sample above "
+        f"|{TRIM_LEVEL}| and joined by exact digital silence; {LEAD_MS} ms of silence before, "
+        f"silence after up to {CAP_MS} ms; {CHUNK_MS} ms chunks in real time",
+        "piper_silence_trimmed_ms": {
+            "before_max": max(t[0] for t in trims),
+            "after_max": max(t[1] for t in trims),
+        },
+        "ha_hold": "HA 2026.11 VoiceCommandSegmenter(silence_seconds=S) on MicroVadSpeexEnhancer"
+        "(0, 0, True) scores of 10 ms chunks (assist_pipeline defaults)",
+        "ha_holds_alone": "the segmenter's end on the same audio; transcript: the speech server "
+        "(tiny.en) on the audio up to that end, timed, after the end",
+        "gateway": f"voice-stack-gateway at {_commit(args.gateway_src)}, --stt-models "
+        f"{STT_MODEL}, early transcription as by default (300 ms pause)",
+        "times": "ms of audio after the last word (after_pause_ms: after the first part's last "
+        "sound); a gateway's end is the transcript's arrival, a hold's its end in the audio",
+        "cut_short": "the turn ended before the last word was over",
+        "cpus": os.cpu_count(),
+        "logs": str(logs),
+    }
+
+
+def _commit(gateway_src: Path | None) -> str:
+    if gateway_src is not None:
+        return f"the snapshot in {gateway_src}"
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    return f"the working tree (HEAD {head})"
+
+
+def measure(
+    args: argparse.Namespace, logs: Path, stop: Callable[[Service], None]
+) -> dict[str, Any]:
+    corpus = load_corpus()
+    entries = tuple(e for e in corpus.entries if not args.quick or e.id in corpus.quick)
+    log(f"starting the speech server (logs in {logs})")
+    speech = start_speech_server(logs)
+    stop(speech)
+    log(f"synthesizing {len(entries)} utterances (cached under .cache/endpoint-corpus)")
+    spoken = asyncio.run(speak(speech.url, entries))
+    gateways = start_gateways(speech, logs, args.gateway_src, stop)
+    try:
+        results: dict[str, dict[str, Any]] = {e.id: {} for e in entries}
+        log(f"gateways: {sorted(gateways.running)}; skipped: {gateways.skipped or 'none'}")
+        asyncio.run(warm_up(gateways, spoken, 1 if args.quick else 2))
+        log("streaming every utterance through every gateway in real time")
+        asyncio.run(run_gateways(gateways, spoken, results))
+    finally:
+        gateways.stop()
+    log("HA's holds alone on the same audio")
+    asyncio.run(run_ha_holds(speech.url, spoken, results))
+    settings = {s.name: s.about for s in GATEWAY_SETTINGS if s.name in gateways.running}
+    settings |= {n: f"HA's {s} s hold alone (its segmenter), then the STT" for n, s in
+                 HA_SETTINGS.items()}  # fmt: skip
+    doc = report(spoken, results, settings, corpus.classes, LEAD_MS)
+    return {"setup": setup_facts(args, spoken, logs), "skipped": gateways.skipped, **doc}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="the corpus's quick subset only")
+    parser.add_argument(
+        "--gateway-src", type=Path, help="run the gateway from this source tree (a snapshot)"
+    )
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers on the way out
+    logs = Path(tempfile.mkdtemp(prefix="endpoint-bench-"))
+    started: list[Service] = []
+    try:
+        print(json.dumps(measure(args, logs, started.append), indent=1))
+    finally:
+        for service in reversed(started):
+            service.stop()
+
+
+if __name__ == "__main__":
+    main()
