@@ -61,7 +61,7 @@ from voice_stack_dev.e2e.turns import Utterance
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 from voice_stack_dev.nginx import NginxProxy
 from voice_stack_dev.paths import REPO
-from voice_stack_dev.procs import Service, group_usage, tcp_peer_ports
+from voice_stack_dev.procs import Service, group_usage, jemalloc_env, tcp_peer_ports
 
 GRACE_S = 30.0  # after a service is back: the integration's next poll (15 s) and a turn
 PROXY_DOWN_S = 30.0
@@ -655,6 +655,8 @@ def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace)
             "reserved_slots": list(RESERVED_SLOTS),
             "cpus": os.cpu_count(),
             "logs": str(soak.servers.logs),
+            # HA and the speech server preload jemalloc, as HA's own image runs HA
+            "jemalloc_for_hass_and_speech": bool(jemalloc_env()),
         },
         "elapsed_s": round(span, 1),
         "requests": {

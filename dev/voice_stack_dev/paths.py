@@ -9,6 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("VOICE_STACK_CACHE", REPO / ".cache"))
 MODELS = CACHE / "models"
 LLAMA_SERVER = CACHE / "bin" / "llama-server"
+JEMALLOC = CACHE / "jemalloc" / "libjemalloc.so.2"  # scripts/provision-jemalloc
 
 MODEL_FILES = {
     "tiny-text": "tiny-text.gguf",

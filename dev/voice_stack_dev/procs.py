@@ -13,9 +13,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
 
+from .paths import JEMALLOC
+
 # Captured at import: pytest-socket (loaded by phcc) swaps socket.socket while tests run, but
 # waiting for a subprocess to come up is the harness's business, not the test's.
 _SOCKET = socket.socket
+
+
+def jemalloc_env() -> dict[str, str]:
+    """The environment that preloads jemalloc, as Home Assistant's container image runs `hass`
+    (its run script sets LD_PRELOAD); empty if scripts/provision-jemalloc has not run."""
+    return {"LD_PRELOAD": str(JEMALLOC)} if JEMALLOC.is_file() else {}
 
 
 class ServiceError(RuntimeError):

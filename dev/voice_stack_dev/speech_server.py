@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
 from .paths import REPO, venv_bin
-from .procs import Service, free_port
+from .procs import Service, free_port, jemalloc_env
 from .speech_asr import DEFAULT_DELAY_MS, MODES, AsrMemo, Transcriber, add_routes
 from .wavs import wav_header
 
@@ -282,7 +282,10 @@ def start_speech_server(
               "--host", "127.0.0.1", "--port", str(port), "--cpu-threads", str(cpu_threads)],
         port=port,
         log_path=log_dir / "speech_server.log",
-        env={"PYTHONPATH": str(REPO / "dev"), "OMP_NUM_THREADS": str(cpu_threads)},
+        # jemalloc: with glibc's malloc the worker threads' arenas kept the engines' peaks
+        # (RSS +39-58 % over 10-18 min in a soak); see docs/benchmarks.md
+        env={"PYTHONPATH": str(REPO / "dev"), "OMP_NUM_THREADS": str(cpu_threads),
+             **jemalloc_env()},
         startup_timeout=120.0,
     )  # fmt: skip
     return service.start()

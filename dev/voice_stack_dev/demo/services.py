@@ -12,7 +12,7 @@ from pathlib import Path
 from ..gateway import start_gateway
 from ..llama import start_llama
 from ..nginx import start_proxy
-from ..procs import Service, ServiceError
+from ..procs import Service, ServiceError, jemalloc_env
 from ..speech_server import start_speech_server
 from .errors import DemoError
 from .roles import GATEWAY_HTTP_PORT, SPEC, Role
@@ -153,6 +153,7 @@ def start_home_assistant(stack: Stack, state: DemoState, config_dir: Path) -> No
         port=state.ports[Role.HASS],
         log_path=stack.logs / "home-assistant.log",
         health_path=SPEC[Role.HASS].health_path,
+        env=jemalloc_env(),  # HA's memory as its own image runs it, not glibc malloc's
         startup_timeout=180.0,
     )
     stack.run(Role.HASS, hass.log_path, hass.start)
