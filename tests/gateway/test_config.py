@@ -39,6 +39,8 @@ def test_settings_from_env_and_flags() -> None:
         ["--stt-early-max", "0"],
         ["--stt-early-max", "two"],
         ["--stt-endpoint-ms", "-1"],
+        ["--stt-own-vad", "maybe"],
+        ["--stt-incomplete-hold-ms", "0"],
     ],
 )
 def test_bad_values_stop_with_a_message(bad: list[str]) -> None:
@@ -60,6 +62,30 @@ def test_end_of_turn_settings() -> None:
         parse_settings(["--stt-endpoint-ms", "500"], {"STT_ENDPOINT_MS": "0"}).stt_endpoint_ms
         == 500
     )
+
+
+def test_own_vad_settings() -> None:
+    s = parse_settings([], {})
+    assert (s.stt_own_vad, s.stt_incomplete_hold_ms) == (False, 1300)
+    on = parse_settings(["--stt-own-vad"], {"STT_INCOMPLETE_HOLD_MS": "900"})
+    assert (on.stt_own_vad, on.stt_incomplete_hold_ms) == (True, 900)
+    assert parse_settings([], {"STT_OWN_VAD": "1"}).stt_own_vad
+    assert not parse_settings(["--stt-own-vad", "off"], {"STT_OWN_VAD": "1"}).stt_own_vad
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"STT_EARLY_PAUSE_MS": "0"}, "needs early transcription and the end of turn"),
+        ({"STT_ENDPOINT_MS": "0"}, "needs early transcription and the end of turn"),
+        ({"STT_INCOMPLETE_HOLD_MS": "300"}, r"\(300\) must be at least --stt-endpoint-ms \(400\)"),
+    ],
+)
+def test_own_vad_needs_the_end_of_turn(env: dict[str, str], message: str) -> None:
+    """Without early transcription and the end of turn no turn could end before 15 s."""
+    with pytest.raises(SystemExit, match=message):
+        parse_settings([], {"STT_OWN_VAD": "true", **env})
+    parse_settings([], env)  # the same values are fine while the setting is off
 
 
 def test_wyoming_uri_alone_is_used() -> None:

@@ -33,3 +33,13 @@ def test_extra_programs_per_model() -> None:
     assert [p["supports_transcript_streaming"] for p in info["asr"]] == [False, False, True]
     assert [p["name"] for p in info["tts"]] == ["voice-stack-tts", "k", "p"]
     assert [[v["name"] for v in p["voices"]] for p in info["tts"]] == [["v1", "v2"], ["v1"], ["v2"]]
+
+
+def test_own_vad_says_no_external_vad_is_needed() -> None:
+    """Home Assistant skips its own VAD for a program whose info says so (--stt-own-vad)."""
+    settings = dataclasses.replace(SETTINGS, stt_models=("a", "b"))
+    info = describe_event(settings, build_catalog(settings, [], [])).data
+    assert [p["requires_external_vad"] for p in info["asr"]] == [True, True, True]
+    own = dataclasses.replace(settings, stt_own_vad=True)
+    info = describe_event(own, build_catalog(own, [], [])).data
+    assert [p["requires_external_vad"] for p in info["asr"]] == [False, False, False]

@@ -46,6 +46,15 @@ def signals(detector: PauseDetector, *parts: tuple[bytes, int]) -> list[Signal]:
     return out
 
 
+def test_the_audio_and_the_speech_are_counted() -> None:
+    """In frames: the own VAD's cap and its no-speech end are counted from these."""
+    d = PauseDetector(300, Scripted())
+    signals(d, (QUIET, 10), (LOUD, 3), (QUIET, 2))
+    assert (d.audio_ms, d.speech_ms, d.pause_ms) == (300, 60, 40)
+    d.feed(LOUD[:100])  # part of a frame is not judged yet
+    assert d.audio_ms == 300
+
+
 def test_a_pause_after_speech_cuts() -> None:
     d = PauseDetector(300, Scripted())
     assert signals(d, (LOUD, 12), (QUIET, 14)) == []  # 240 ms of speech is not enough

@@ -24,7 +24,8 @@ from voice_stack_dev.procs import Service
 from voice_stack_gateway.early import EarlyTranscription, PauseDetector
 from voice_stack_gateway.endpoint import TurnEnd
 from voice_stack_gateway.gateway import Gateway
-from voice_stack_gateway.metrics import Kind, Metrics
+from voice_stack_gateway.metrics import EndedBy, Kind, Metrics
+from voice_stack_gateway.own_vad import Without
 from voice_stack_gateway.transcription import Transcription
 from voice_stack_gateway.vad import FRAME_BYTES
 
@@ -60,23 +61,29 @@ class Request:
 class Turn:
     """An EarlyTranscription on scripted frames, and a TurnEnd over it."""
 
-    def __init__(self, endpoint_ms: int = 400, pause_ms: int = 300, accept: bool = True) -> None:
+    def __init__(
+        self,
+        endpoint_ms: int = 400,
+        pause_ms: int = 300,
+        accept: bool = True,
+        hold_ms: int | None = None,
+    ) -> None:
         self.metrics = Metrics("http://a/v1", "http://b/v1")
         self.requests: list[Request] = []
         self.accept = accept
-        self.ended: list[Request] = []
+        self.ended: list[Request | Without] = []
         start = cast(Callable[[], Transcription], self._start)
         self.early = EarlyTranscription(self.metrics, start, pause_ms, 3)
         self.early._detector = PauseDetector(pause_ms, Scripted())
-        self.turn = TurnEnd(self.metrics, self.early, endpoint_ms, "en", self._end)
+        self.turn = TurnEnd(self.metrics, self.early, endpoint_ms, "en", self._end, hold_ms=hold_ms)
 
     def _start(self) -> Request:
         self.requests.append(Request())
         return self.requests[-1]
 
-    def _end(self, transcription: Transcription) -> bool:
+    def _end(self, answer: Transcription | Without) -> bool:
         if self.accept:
-            self.ended.append(cast(Request, transcription))
+            self.ended.append(answer if isinstance(answer, Without) else cast(Request, answer))
         return self.accept
 
     def feed(self, frame: bytes, count: int) -> None:
@@ -84,7 +91,13 @@ class Turn:
         self.turn.check()
 
     def counts(self) -> dict[str, int]:
-        return {str(k): v for k, v in self.metrics.turn_end.items()}
+        return counted(self.metrics)
+
+
+def counted(metrics: Metrics) -> dict[str, int]:
+    """The turn ends counted: `gateway` and `client` always, the own VAD's labels when not 0."""
+    ends = metrics.turn_end.items()
+    return {str(k): v for k, v in ends if v or k in (EndedBy.GATEWAY, EndedBy.CLIENT)}
 
 
 async def settle() -> None:
@@ -233,7 +246,7 @@ def phrases(speech_server: Service) -> dict[str, bytes]:
 
 
 def turn_end(gw: Gateway) -> dict[str, int]:
-    return {str(k): v for k, v in gw.metrics.turn_end.items()}
+    return counted(gw.metrics)
 
 
 def early(gw: Gateway) -> dict[str, int]:

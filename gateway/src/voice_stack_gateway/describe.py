@@ -23,8 +23,16 @@ def _backend(url: str) -> Attribution:
 
 
 def _stt_program(
-    name: str, description: str, models: list[AsrModel], streaming: bool, by: Attribution
+    name: str,
+    description: str,
+    models: list[AsrModel],
+    streaming: bool,
+    by: Attribution,
+    *,
+    own_vad: bool,
 ) -> AsrProgram:
+    """`requires_external_vad` false makes Home Assistant skip its own VAD: the gateway then
+    ends every stream itself (--stt-own-vad)."""
     return AsrProgram(
         name=name,
         attribution=by,
@@ -33,6 +41,7 @@ def _stt_program(
         version=__version__,
         models=models,
         supports_transcript_streaming=streaming,
+        requires_external_vad=not own_vad,
     )
 
 
@@ -84,6 +93,7 @@ def describe_event(settings: Settings, catalog: Catalog) -> Event:
             models,
             c.stt_models[0] in streams,
             _GATEWAY,
+            own_vad=s.stt_own_vad,
         )
     ]
     tts = [
@@ -93,7 +103,10 @@ def describe_event(settings: Settings, catalog: Catalog) -> Event:
     ]
     if len(c.stt_models) > 1:
         stt += [
-            _stt_program(m.name, f"{m.name} only", [m], m.name in streams, stt_by) for m in models
+            _stt_program(
+                m.name, f"{m.name} only", [m], m.name in streams, stt_by, own_vad=s.stt_own_vad
+            )
+            for m in models
         ]
     if len(c.tts_models) > 1:
         tts += [

@@ -40,6 +40,7 @@ class PauseDetector:
         self._pause_frames = max(1, -(-pause_ms // FRAME_MS))
         self._frames: Frames = frames or SpeechFrames()
         self._carry = b""
+        self._frames_seen = 0  # every frame of the utterance
         self._speech = 0  # speech frames in the utterance
         self._quiet = 0  # quiet frames in a row
         self._after_cut = 0  # speech frames since the last cut
@@ -54,6 +55,16 @@ class PauseDetector:
     def pause_ms(self) -> int:
         """The quiet heard since the last speech frame (audio time, not the wall clock)."""
         return self._quiet * FRAME_MS
+
+    @property
+    def audio_ms(self) -> int:
+        """The audio judged so far."""
+        return self._frames_seen * FRAME_MS
+
+    @property
+    def speech_ms(self) -> int:
+        """The speech heard so far."""
+        return self._speech * FRAME_MS
 
     def feed(self, pcm: bytes) -> list[Signal]:
         data = self._carry + pcm
@@ -72,6 +83,7 @@ class PauseDetector:
         return self.feed(rest + bytes(FRAME_BYTES - len(rest))) if rest else []
 
     def _frame(self, speech: bool) -> Signal | None:
+        self._frames_seen += 1
         if speech:
             self._speech += 1
             self._quiet = 0
@@ -127,6 +139,14 @@ class EarlyTranscription:
     @property
     def speech_after_cut(self) -> bool:
         return self._detector.speech_after_cut
+
+    @property
+    def audio_ms(self) -> int:
+        return self._detector.audio_ms
+
+    @property
+    def speech_ms(self) -> int:
+        return self._detector.speech_ms
 
     def take(self) -> Transcription | None:
         """The current request, which this utterance no longer drops or closes (its answer)."""

@@ -5,8 +5,9 @@ the client's audio-stop. Home Assistant's Wyoming STT returns the first transcri
 stops uploading, so its own silence hold (0.7 s) is not waited out.
 
 Otherwise nothing changes: the client's audio-stop ends the turn, as before, and speech after
-the cut still means the whole audio is transcribed. Every decision (and the reason a turn was
-left to the client) goes to the debug log; /metrics counts both outcomes.
+the cut still means the whole audio is transcribed; with the gateway's own VAD (own_vad.py) the
+gateway ends those turns too. Every decision (and the reason a turn was left to the client)
+goes to the debug log; /metrics counts every outcome.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from .complete import Verdict, judge
 from .early import EarlyTranscription
 from .metrics import EndedBy, Metrics
+from .own_vad import Without, own_stop
 from .transcription import Transcription
 
 _LOGGER = logging.getLogger(__name__)
@@ -34,13 +36,16 @@ class TurnEnd:
         early: EarlyTranscription,
         endpoint_ms: int,
         language: str | None,
-        end: Callable[[Transcription], bool],
+        end: Callable[[Transcription | Without], bool],
+        *,
+        hold_ms: int | None = None,
     ) -> None:
         self._metrics = metrics
         self._early = early
         self._endpoint_ms = endpoint_ms
         self._language = language
         self._end = end
+        self._hold_ms = hold_ms  # the gateway's own VAD: it ends every turn (None: the client)
         self._watched: Transcription | None = None
         self._verdict: tuple[Transcription, Verdict] | None = None
         self._watchers: set[asyncio.Task[None]] = set()
@@ -54,22 +59,34 @@ class TurnEnd:
         if current is None:
             if self._early.cuts:
                 self.why = "speech after the last cut"
+        else:
+            self._watch_once(current)
+            ready = self._ready(current)
+            if ready is not None:
+                self._finish(current, EndedBy.GATEWAY, ready)
+                return
+        if self._hold_ms is not None:
+            stop = own_stop(self._early, self._hold_ms, self.why)
+            if stop is not None:
+                self._finish(stop.answer, stop.by, stop.why)
+
+    def _finish(self, answer: Transcription | Without, by: EndedBy, why: str) -> None:
+        if not self._end(answer):
+            self.why = "the answer to an earlier request was still being sent"
             return
+        if not isinstance(answer, Without):
+            self._early.take()  # the answer's now: the utterance no longer drops or closes it
+        self.over = True
+        self._metrics.turn_end[by] += 1
+        who = "the gateway" if by is EndedBy.GATEWAY else "the gateway's own VAD"
+        _LOGGER.debug("Turn ended by %s before audio-stop: %s", who, why)
+
+    def _watch_once(self, current: Transcription) -> None:
         if current is not self._watched:
             self._watched = current
             task = asyncio.create_task(self._watch(current), name="stt turn end")
             self._watchers.add(task)
             task.add_done_callback(self._watchers.discard)
-        ready = self._ready(current)
-        if ready is None:
-            return
-        if not self._end(current):
-            self.why = "the answer to an earlier request was still being sent"
-            return
-        self._early.take()  # the answer's now: the utterance no longer drops or closes it
-        self.over = True
-        self._metrics.turn_end[EndedBy.GATEWAY] += 1
-        _LOGGER.debug("Turn ended by the gateway before audio-stop: %s", ready)
 
     def _ready(self, current: Transcription) -> str | None:
         """Why the turn may end now; None (and `why` says what is missing) if it may not."""

@@ -1,7 +1,8 @@
 """A connection's speech-to-text requests, and their answers: the early transcript when it
 covers the whole utterance, else the transcript of the whole audio; streamed deltas become
 transcript chunks. When the gateway ends a turn itself (endpoint.py), the early transcript is
-the answer before audio-stop, and what the client still sends for that utterance is ignored."""
+the answer before audio-stop, and what the client still sends for that utterance is ignored;
+with its own VAD (own_vad.py) it also ends the other turns, answered as at audio-stop."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from wyoming.event import Event
 
 from .errors import BAD_REQUEST, GatewayError
 from .metrics import EarlyResult, Kind
+from .own_vad import Without
 from .session import Jobs, SessionContext, Sink
 from .transcription import Transcription
 from .utterance import Utterance
@@ -39,15 +41,22 @@ class SttHandler:
         language = language if isinstance(language, str) else None
         return Utterance(self.ctx, model, language, self._end_turn)
 
-    def _end_turn(self, utterance: Utterance, transcription: Transcription) -> bool:
-        """The gateway ends this utterance's turn: answer with its early transcript now, unless
-        an answer before it is still being sent (answers keep the order of the requests)."""
+    def _end_turn(self, utterance: Utterance, reply: Transcription | Without) -> bool:
+        """The gateway ends this utterance's turn: answer now (with its early transcript, as at
+        audio-stop, or with an empty transcript), unless an answer before it is still being
+        sent (answers keep the order of the requests)."""
         if utterance is not self.utterance or self.jobs.busy:
             return False
         self.ctx.metrics.requests[Kind.STT] += 1
-        self.ctx.metrics.early[EarlyResult.HIT] += 1
-        _LOGGER.debug("STT answered by early transcription %d", utterance.early_cuts)
-        self.jobs.start(Kind.STT, answer_early(self.ctx, self.sink, utterance, transcription))
+        if reply is Without.AUDIO:
+            job = answer(self.ctx, self.sink, utterance)
+        elif reply is Without.SILENCE:
+            job = answer_silence(self.sink, utterance)
+        else:
+            self.ctx.metrics.early[EarlyResult.HIT] += 1
+            _LOGGER.debug("STT answered by early transcription %d", utterance.early_cuts)
+            job = answer_early(self.ctx, self.sink, utterance, reply)
+        self.jobs.start(Kind.STT, job)
         return True
 
     async def _replace(self, utterance: Utterance | None) -> None:
@@ -122,6 +131,20 @@ async def answer_early(
         await _send(ctx, sink, utterance, transcription, decided)
     finally:
         await transcription.close()
+        await utterance.close()
+
+
+async def answer_silence(sink: Sink, utterance: Utterance) -> None:
+    """No speech in the whole stream: an empty transcript, which Home Assistant answers with
+    its own "No text recognized" (no backend request: there is nothing to transcribe)."""
+    try:
+        _LOGGER.debug("STT answered with an empty transcript: no speech")
+        events = [Transcript(text="", language=utterance.language).event()]
+        if utterance.streaming:
+            events = [TranscriptStart(language=utterance.language).event(), *events]
+            events.append(TranscriptStop().event())
+        await sink.send(*events)
+    finally:
         await utterance.close()
 
 

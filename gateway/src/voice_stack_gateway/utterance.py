@@ -1,7 +1,7 @@
 """One utterance's audio: transcribe? -> audio-start -> audio-chunk* -> audio-stop. Audio is
 converted to the backend's format as it arrives (so the upload is ready at audio-stop), bounded
 in length, watched for pauses when early transcription is on, and for the end of the turn
-(endpoint.py) when that is on too."""
+(endpoint.py; own_vad.py when the gateway runs the client's VAD too) when that is on too."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from .audio import Converter, PcmFormat, check_format
 from .early import EarlyTranscription
 from .endpoint import TurnEnd
 from .errors import AUDIO_TOO_LONG, BAD_REQUEST, GatewayError
+from .own_vad import Without
 from .session import SessionContext
 from .transcription import Transcription
 from .upload import WavUpload
@@ -25,7 +26,7 @@ class Utterance:
         ctx: SessionContext,
         model: str,
         language: str | None,
-        on_end: Callable[[Utterance, Transcription], bool] | None = None,
+        on_end: Callable[[Utterance, Transcription | Without], bool] | None = None,
     ) -> None:
         self.ctx = ctx
         self.model = model
@@ -48,8 +49,14 @@ class Utterance:
             )
             if ctx.stt.endpoint_ms and on_end is not None:
                 self._on_end = on_end
+                hold = ctx.stt.incomplete_hold_ms if ctx.stt.own_vad else None
                 self.turn = TurnEnd(
-                    ctx.metrics, self.early, ctx.stt.endpoint_ms, language, self._end_turn
+                    ctx.metrics,
+                    self.early,
+                    ctx.stt.endpoint_ms,
+                    language,
+                    self._end_turn,
+                    hold_ms=hold,
                 )
 
     def start(self, data: dict[str, object]) -> None:
@@ -88,8 +95,8 @@ class Utterance:
     def early_cuts(self) -> int:
         return self.early.cuts if self.early is not None else 0
 
-    def _end_turn(self, transcription: Transcription) -> bool:
-        if not self._on_end(self, transcription):
+    def _end_turn(self, answer: Transcription | Without) -> bool:
+        if not self._on_end(self, answer):
             return False
         self.ended = True
         return True
