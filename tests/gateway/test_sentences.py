@@ -34,3 +34,25 @@ def test_run_on_text_is_cut_and_blank_text_dropped() -> None:
     assert len(long) == 3
     assert all(len(p) <= 60 for p in long)
     assert split_stream("", "   ") == []
+
+
+def test_a_number_ends_a_sentence_before_a_line_break_and_a_blank_line_ends_a_piece() -> None:
+    assert split_stream("The answer is 8.\n\nThe spider has 8 legs.") == [
+        "The answer is 8.",
+        "The spider has 8 legs.",
+    ]
+    assert split_stream("The answer is 8", ".", "\n\n", "Yes") == ["The answer is 8.", "Yes"]
+    assert split_stream("Version 8. 5 users") == ["Version 8. 5 users"]  # a space: may go on
+    assert split_stream("The original text is:\n\n", '"News') == ["The original text is:", '"News']
+
+
+def test_only_the_first_piece_is_cut_at_a_clause_of_three_words_or_more() -> None:
+    text = "The capital is Paris, a big city. It has a river, the Seine, and bridges."
+    assert split_stream(text) == [
+        "The capital is Paris,",
+        "a big city.",
+        "It has a river, the Seine, and bridges.",
+    ]
+    assert split_stream("Sure, I turned on the light.") == ["Sure, I turned on the light."]
+    # "Well, yes" is two words: the first clause mark after three is the cut
+    assert split_stream("Well, yes: it rains, ", "a lot.") == ["Well, yes: it rains,", "a lot."]

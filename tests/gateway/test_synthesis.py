@@ -138,3 +138,16 @@ async def test_client_leaves_mid_audio(
     fake_speech.delay = 0.0
     async with client(gw) as c:
         assert audio_of(await tts_events(c))
+
+
+async def test_a_stream_starts_its_audio_envelope_before_the_first_audio_exists(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory, client: Clients
+) -> None:
+    # HA starts its converter on audio-start: it must not wait for the TTS server's first audio
+    gw = await make_gateway(fake_speech.url)
+    fake_speech.mode = "hang"
+    async with client(gw) as c:
+        await c.send(SynthesizeStart().event(), SynthesizeChunk(text="Hello there. ").event())
+        events = await c.read_until("audio-start", "audio-chunk")
+    assert [e.type for e in events] == ["audio-start"]
+    assert events[0].data["rate"] == 24000
