@@ -1,9 +1,14 @@
-"""voice_stack_dev.e2e.turns: a turn's parts when the gateway ended it before audio-stop."""
+"""voice_stack_dev.e2e.turns and .marks: a turn's parts when the gateway ended it before
+audio-stop, and its events' moments after the transcript."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 from voice_stack_dev.assist import AssistRun
-from voice_stack_dev.assist_timings import AssistTimings
+from voice_stack_dev.assist_timings import AssistTimings, PipelineEvent
+from voice_stack_dev.e2e.marks import event_offsets
 from voice_stack_dev.e2e.summary import SPEECH_TO_TRANSCRIPT, TOTAL
 from voice_stack_dev.e2e.turns import Turn, Utterance
 
@@ -44,3 +49,29 @@ def test_a_turn_ha_ended_keeps_its_hold_and_wait() -> None:
         85.0,
         785.0,
     )
+
+
+def test_event_offsets_after_the_transcript() -> None:
+    t0 = datetime(2026, 12, 2, 0, 0, tzinfo=UTC)
+
+    def at(ms: float, kind: str, data: dict[str, Any] | None = None) -> PipelineEvent:
+        return PipelineEvent(kind, t0 + timedelta(milliseconds=ms), data or {})
+
+    delta = "chat_log_delta"
+    events = [
+        at(0, "stt-end"),
+        at(5, "intent-start"),
+        at(10, "intent-progress", {delta: {"role": "assistant"}}),
+        at(150, "intent-progress", {delta: {"content": "The"}}),
+        at(240, "intent-progress", {delta: {"content": " end."}}),
+        at(300, "intent-end"),
+        at(302, "tts-start"),
+    ]
+    assert event_offsets(events) == {
+        "first_token": 150.0,
+        "last_token": 240.0,
+        "intent_end": 300.0,
+        "tts_streaming_start": None,
+        "tts_start": 302.0,
+    }
+    assert event_offsets(events[1:]) == {}

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..demo.roles import Role
 from .asr import asr_state, mode_facts, set_asr_mode
+from .marks import event_offsets
 from .phases import Bench, Texts, floors, log, phase_one
 from .probes import early_counts, turn_end_counts
 from .summary import TOTAL, Sample, single_requests
@@ -81,5 +82,7 @@ def request_row(turn: Turn, sample: Sample) -> dict[str, Any]:
         "prompt_tokens_processed": turn.prompt_tokens,
         "ended_by_gateway": turn.ended_by_gateway,
         "parts": sample.parts,
+        "after_transcript_ms": event_offsets(turn.run.events),
+        "reply_chars": len(turn.run.reply),
         "floor": sample.floor,
     }
