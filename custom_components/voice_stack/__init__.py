@@ -15,7 +15,7 @@ from homeassistant.helpers.httpx_client import get_async_client
 
 from .agent import Agent
 from .chat import ChatClient
-from .client import LlamaClient
+from .client import GatewayClient, LlamaClient, ProxyClient
 from .const import (
     CONF_API_KEY,
     CONF_GATEWAY_URL,
@@ -54,11 +54,11 @@ _NO_KEY = "no-key"
 
 async def async_setup_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) -> bool:
     """Connect to the server, poll the stack once, add the agents, start warming their slots."""
-    client = LlamaClient(
-        async_get_clientsession(hass), entry.data[CONF_URL], entry.data.get(CONF_API_KEY, "")
-    )
+    session = async_get_clientsession(hass)
+    url, api_key = entry.data[CONF_URL], entry.data.get(CONF_API_KEY, "")
+    client = LlamaClient(session, url, api_key)
     # The first poll is the check: unreachable is "not ready", a rejected key starts reauth.
-    coordinators = await _first_polls(hass, entry)
+    coordinators = await _first_polls(hass, entry, client, ProxyClient(session, url, api_key))
     chat = ChatClient(await _openai_client(hass, entry))
     agents = {
         subentry.subentry_id: Agent(hass, subentry)
@@ -107,15 +107,21 @@ async def _openai_client(hass: HomeAssistant, entry: ConfigEntry) -> openai.Asyn
     return client
 
 
-async def _first_polls(hass: HomeAssistant, entry: ConfigEntry) -> Coordinators:
+async def _first_polls(
+    hass: HomeAssistant, entry: ConfigEntry, client: LlamaClient, proxy: ProxyClient
+) -> Coordinators:
     """Create the coordinators and poll each once: llama-server must answer with its model
     loaded (else setup is retried, saying why); the proxy or the gateway being down is a
     state their sensors show."""
     gateway_url = entry.options.get(CONF_GATEWAY_URL) or entry.data.get(CONF_GATEWAY_URL)
     coordinators = Coordinators(
-        llm=LlamaCoordinator(hass, entry),
-        proxy=ProxyCoordinator(hass, entry),
-        gateway=GatewayCoordinator(hass, entry, str(gateway_url)) if gateway_url else None,
+        llm=LlamaCoordinator(hass, entry, client),
+        proxy=ProxyCoordinator(hass, entry, proxy),
+        gateway=GatewayCoordinator(
+            hass, entry, GatewayClient(async_get_clientsession(hass), str(gateway_url))
+        )
+        if gateway_url
+        else None,
     )
     if gateway_url is None:
         remove_stale_devices(hass, entry, GATEWAY_DEVICES)

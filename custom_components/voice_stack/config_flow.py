@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, override
-from urllib.parse import urlsplit
 
 import probatio
 from homeassistant.config_entries import (
@@ -13,13 +12,10 @@ from homeassistant.config_entries import (
     ConfigFlowResult,
     ConfigSubentryFlow,
 )
-from homeassistant.core import HomeAssistant, callback
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
+from homeassistant.core import callback
 from homeassistant.helpers.selector import TextSelector, TextSelectorConfig, TextSelectorType
-from homeassistant.helpers.update_coordinator import UpdateFailed
 
 from .agent_flow import VoiceStackAgentFlow, default_agent_data
-from .client import LlamaClient
 from .const import (
     CONF_API_KEY,
     CONF_GATEWAY_URL,
@@ -27,23 +23,19 @@ from .const import (
     DEFAULT_CONVERSATION_NAME,
     DOCS_URL,
     DOMAIN,
-    LOGGER,
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
-from .coordinator import fetch
-from .data import ServerProps, parse_proxy_status
-from .errors import LlamaAuthError, LlamaError, LlamaLoadingError, LlamaNotServerError
+from .data import ServerProps
 from .models import VoiceStackConfigEntry
-from .options_flow import (
-    GATEWAY_FIELD,
-    VoiceStackOptionsFlow,
-    gateway_options,
+from .options_flow import GATEWAY_FIELD, VoiceStackOptionsFlow, gateway_options
+from .urls import host_of, normalize_url, without_userinfo
+from .validation import (
+    first_agent_slots,
     normalize_gateway_url,
     validate_gateway,
+    validate_server,
 )
-from .slot_offer import slot_offer
-from .urls import host_of, normalize_url, shown_url, without_userinfo
 
 _URL_SELECTOR = TextSelector(TextSelectorConfig(type=TextSelectorType.URL))
 _KEY_SELECTOR = TextSelector(TextSelectorConfig(type=TextSelectorType.PASSWORD))
@@ -59,62 +51,6 @@ def entry_title(url: str, props: ServerProps | None) -> str:
     host = host_of(url)
     model = props.model_file if props else None
     return f"{model} on {host}" if model else f"llama-server on {host}"
-
-
-def url_error(url: str, api_key: str) -> str | None:
-    """The form error for a URL that cannot be used as typed, else None."""
-    parts = urlsplit(url)
-    try:
-        _ = parts.port  # ValueError on a port that is not a number
-    except ValueError:
-        return "invalid_url"
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "invalid_url"
-    if (parts.username or parts.password) and api_key:
-        # aiohttp cannot send both basic auth (from the URL) and the bearer key
-        return "url_has_credentials"
-    return None
-
-
-async def validate_server(
-    hass: HomeAssistant, url: str, api_key: str
-) -> tuple[dict[str, str], ServerProps | None]:
-    """Check /health (public) then /props (needs the key); (form errors, what /props said)."""
-    if (error := url_error(url, api_key)) is not None:
-        return {CONF_URL: error}, None
-    client = LlamaClient(async_get_clientsession(hass), url, api_key)
-    try:
-        await client.health()
-        props = await client.props()
-    except LlamaAuthError:
-        error = "invalid_auth"
-    except LlamaNotServerError:
-        error = "not_llama_server"
-    except LlamaLoadingError:  # its own 503 (the proxy passes it on): up, not yet usable
-        error = "model_loading"
-    except LlamaError as err:
-        LOGGER.debug("Cannot reach %s: %s", shown_url(url), err)
-        error = "cannot_connect"
-    else:
-        return {}, props
-    return {"base": error}, None
-
-
-async def first_agent_slots(
-    hass: HomeAssistant, url: str, api_key: str, props: ServerProps | None
-) -> list[int]:
-    """The first agent's pool: the lowest slot the auth proxy reserves for voice; slot 0 when
-    there is no Voice Stack proxy, or it reserves none (its repair then says what to change)."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    try:
-        reply = await fetch(async_get_clientsession(hass), f"{url}/proxy/status", headers)
-    except UpdateFailed:
-        return [0]
-    status = parse_proxy_status(reply.json()) if reply.status == 200 else None
-    if status is None:
-        return [0]
-    total = (props.total_slots if props else None) or 1
-    return slot_offer(total, status.reserved_slots, []).default or [0]
 
 
 class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):

@@ -16,23 +16,19 @@ answers, not how long speech takes.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from abc import abstractmethod
+from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Final
+from typing import Final, override
 
-import aiohttp
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import ConfigEntryAuthFailed
-from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.update_coordinator import DataUpdateCoordinator, UpdateFailed
 
+from .client import WRONG_KEY, GatewayClient, LlamaClient, ProxyClient, Reply, ServiceClient
 from .const import (
-    CONF_API_KEY,
-    CONF_URL,
     DEVICE_ASR,
     DEVICE_GATEWAY,
     DEVICE_LLM,
@@ -40,7 +36,6 @@ from .const import (
     DEVICE_TTS,
     DOMAIN,
     LOGGER,
-    PROBE_TIMEOUT,
 )
 from .data import (
     REQUESTS_DEFERRED,
@@ -60,70 +55,19 @@ from .data import (
     keep_last_speeds,
     latency_totals,
     mean_ms,
-    parse_gateway_health,
     parse_prometheus,
     parse_props,
-    parse_proxy_status,
     parse_slots,
 )
 from .devices import update_device
-from .errors import is_loading
+from .errors import (
+    LlamaError,
+    LlamaNotServerError,
+    LlamaResponseError,
+    LlamaTimeoutError,
+    is_loading,
+)
 from .urls import shown_url
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """Status and body of one GET."""
-
-    status: int
-    text: str
-    latency_ms: float
-    headers: Mapping[str, str] = field(default_factory=dict)  # names in lower case
-
-    def json(self) -> Any:
-        """The body as JSON, or None when it is not JSON."""
-        try:
-            return json.loads(self.text)
-        except ValueError:
-            return None
-
-
-async def fetch(
-    session: aiohttp.ClientSession, url: str, headers: dict[str, str] | None = None
-) -> Reply:
-    """GET with a hard timeout; transport failures become UpdateFailed."""
-    started = time.monotonic()
-    try:
-        async with session.get(
-            url,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT),
-            allow_redirects=False,
-        ) as resp:
-            text = await resp.text(errors="replace")
-            reply_headers = {name.lower(): value for name, value in resp.headers.items()}
-    except TimeoutError as err:
-        raise UpdateFailed(
-            translation_domain=DOMAIN,
-            translation_key="probe_timeout",
-            translation_placeholders={"url": shown_url(url)},
-        ) from err
-    except aiohttp.ClientError as err:
-        raise UpdateFailed(
-            translation_domain=DOMAIN,
-            translation_key="probe_failed",
-            translation_placeholders={
-                "url": shown_url(url),
-                "error": str(err) or type(err).__name__,
-            },
-        ) from err
-    return Reply(resp.status, text, (time.monotonic() - started) * 1000, reply_headers)
-
-
-def bearer(entry: ConfigEntry) -> dict[str, str]:
-    """The Authorization header with the entry's key (none without a key)."""
-    key = entry.data.get(CONF_API_KEY)
-    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def http_error(url: str, status: int) -> UpdateFailed:
@@ -144,8 +88,24 @@ def malformed(url: str, key: str = "probe_malformed") -> UpdateFailed:
     )
 
 
+def poll_failed(err: LlamaError, url: str) -> UpdateFailed:
+    """What a client error means for a poll (`url`: the service's, when the error has none)."""
+    url = err.url or url
+    if isinstance(err, LlamaTimeoutError):
+        key, placeholders = "probe_timeout", {"url": shown_url(url)}
+    elif isinstance(err, LlamaResponseError) and err.status is not None:
+        return http_error(url, err.status)
+    elif isinstance(err, LlamaNotServerError):
+        return malformed(url)
+    else:
+        key, placeholders = "probe_failed", {"url": shown_url(url), "error": str(err)}
+    return UpdateFailed(
+        translation_domain=DOMAIN, translation_key=key, translation_placeholders=placeholders
+    )
+
+
 class VoiceStackCoordinator[DataT](DataUpdateCoordinator[DataT]):
-    """Shared setup: the entry, the injected HTTP session and the base URL."""
+    """Shared setup: the entry, the service's client and its base URL; one error mapping."""
 
     config_entry: ConfigEntry
 
@@ -155,10 +115,10 @@ class VoiceStackCoordinator[DataT](DataUpdateCoordinator[DataT]):
         entry: ConfigEntry,
         *,
         service: str,
-        base_url: str,
+        client: ServiceClient,
         interval: timedelta,
     ) -> None:
-        """Poll `base_url` every `interval`."""
+        """Poll the service through `client` every `interval`."""
         super().__init__(
             hass,
             LOGGER,
@@ -166,8 +126,18 @@ class VoiceStackCoordinator[DataT](DataUpdateCoordinator[DataT]):
             name=f"{DOMAIN} {service}",
             update_interval=interval,
         )
-        self.base_url = base_url.rstrip("/")
-        self.session = async_get_clientsession(hass)
+        self.base_url = client.url
+
+    @override
+    async def _async_update_data(self) -> DataT:
+        try:
+            return await self._poll()
+        except LlamaError as err:
+            raise poll_failed(err, self.base_url) from err
+
+    @abstractmethod
+    async def _poll(self) -> DataT:
+        """One poll of the service; client errors are turned into UpdateFailed."""
 
     @property
     def reachable(self) -> bool:
@@ -183,24 +153,19 @@ PROCESS_START_HEADER: Final = "process-start-time-unix"  # of /metrics, in every
 class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
     """Polls llama-server (usually through the auth proxy)."""
 
-    def __init__(self, hass: HomeAssistant, entry: ConfigEntry) -> None:
-        """Poll the entry's URL with the entry's key."""
-        super().__init__(
-            hass,
-            entry,
-            service="llm_server",
-            base_url=entry.data[CONF_URL],
-            interval=LLAMA_INTERVAL,
-        )
-        self._auth = bearer(entry)
+    def __init__(self, hass: HomeAssistant, entry: ConfigEntry, client: LlamaClient) -> None:
+        """Poll the entry's server with the entry's key."""
+        super().__init__(hass, entry, service="llm_server", client=client, interval=LLAMA_INTERVAL)
+        self._client = client
         self._counters: Counters | None = None
         self._last_rates: Rates | None = None
 
-    async def _async_update_data(self) -> LlamaData:
+    @override
+    async def _poll(self) -> LlamaData:
         url = f"{self.base_url}/health"
         try:
-            health = await fetch(self.session, url)
-        except UpdateFailed:
+            health = await self._client.get("/health", auth=False)
+        except LlamaError:
             self._counters = None  # whatever comes back next is a new server process
             raise
         body = health.json()
@@ -223,7 +188,7 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
 
     async def _get(self, path: str) -> Reply:
         url = f"{self.base_url}{path}"
-        reply = await fetch(self.session, url, self._auth)
+        reply = await self._client.get(path)
         if reply.status in (401, 403):
             raise ConfigEntryAuthFailed(
                 translation_domain=DOMAIN, translation_key="invalid_auth_polling"
@@ -273,48 +238,31 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
 
 
 PROXY_INTERVAL: Final = timedelta(seconds=60)
-# A key no proxy will hold: the proxy must refuse it just like a missing one.
-_WRONG_KEY: Final = "voice-stack-probe-not-a-key"
-
-
-def _let_through(status: int) -> bool | None:
-    if status in (401, 403):
-        return False
-    if 200 <= status < 300:
-        return True
-    return None
 
 
 class ProxyCoordinator(VoiceStackCoordinator[ProxyData]):
     """Checks the auth proxy is up, what it reserves, and that it refuses requests without a key."""
 
-    def __init__(self, hass: HomeAssistant, entry: ConfigEntry) -> None:
-        """Poll the entry's URL."""
-        super().__init__(
-            hass,
-            entry,
-            service="auth_proxy",
-            base_url=entry.data[CONF_URL],
-            interval=PROXY_INTERVAL,
-        )
-        self._auth = bearer(entry)
+    def __init__(self, hass: HomeAssistant, entry: ConfigEntry, client: ProxyClient) -> None:
+        """Poll the proxy at the entry's URL."""
+        super().__init__(hass, entry, service="auth_proxy", client=client, interval=PROXY_INTERVAL)
+        self._client = client
 
-    async def _async_update_data(self) -> ProxyData:
-        guarded = f"{self.base_url}/v1/models"
+    @override
+    async def _poll(self) -> ProxyData:
         # The status is open; sending our key lets the proxy say which scope that key has.
-        status_reply, no_key, wrong_key = await asyncio.gather(
-            fetch(self.session, f"{self.base_url}/proxy/status", self._auth),
-            fetch(self.session, guarded),
-            fetch(self.session, guarded, {"Authorization": f"Bearer {_WRONG_KEY}"}),
+        (status_reply, status), no_key, wrong_key = await asyncio.gather(
+            self._client.status(),
+            self._client.lets_through(None),
+            self._client.lets_through(WRONG_KEY),
         )
-        status = parse_proxy_status(status_reply.json()) if status_reply.status == 200 else None
         if status is not None:
             update_device(self.hass, self.config_entry, DEVICE_PROXY, model=status.service)
         return ProxyData(
             latency_ms=status_reply.latency_ms,
             status=status,
-            open_without_key=_let_through(no_key.status),
-            open_with_wrong_key=_let_through(wrong_key.status),
+            open_without_key=no_key,
+            open_with_wrong_key=wrong_key,
         )
 
 
@@ -324,25 +272,15 @@ GATEWAY_INTERVAL: Final = timedelta(seconds=30)
 class GatewayCoordinator(VoiceStackCoordinator[GatewayData]):
     """Polls the gateway's HTTP side port."""
 
-    def __init__(self, hass: HomeAssistant, entry: ConfigEntry, gateway_url: str) -> None:
-        """Poll the gateway at `gateway_url` (e.g. http://gpu-box:10301)."""
-        super().__init__(
-            hass, entry, service="gateway", base_url=gateway_url, interval=GATEWAY_INTERVAL
-        )
+    def __init__(self, hass: HomeAssistant, entry: ConfigEntry, client: GatewayClient) -> None:
+        """Poll the gateway (e.g. http://gpu-box:10301)."""
+        super().__init__(hass, entry, service="gateway", client=client, interval=GATEWAY_INTERVAL)
+        self._client = client
 
-    async def _async_update_data(self) -> GatewayData:
-        url = f"{self.base_url}/health"
-        health_reply, metrics_reply = await asyncio.gather(
-            fetch(self.session, url), fetch(self.session, f"{self.base_url}/metrics")
-        )
-        if health_reply.status != 200:
-            raise http_error(url, health_reply.status)
-        try:
-            health = parse_gateway_health(health_reply.json())
-        except MalformedReplyError as err:
-            raise malformed(url) from err
+    @override
+    async def _poll(self) -> GatewayData:
+        (_, health), samples = await asyncio.gather(self._client.health(), self._client.metrics())
         self._update_devices(health)
-        samples = parse_prometheus(metrics_reply.text) if metrics_reply.status == 200 else {}
         totals = {
             kind: found
             for kind, kinds in ((STT_KIND, (STT_KIND,)), (TTS_KIND, (TTS_KIND, TTS_STREAM_KIND)))

@@ -1,4 +1,5 @@
-"""What can go wrong talking to llama-server, and how each failure reaches the user."""
+"""What can go wrong talking to a server of the stack (llama-server, the auth proxy, the
+gateway), and how each failure reaches the user."""
 
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ PROXY_UNREACHABLE_STATUSES = frozenset({502, 503, 504})
 
 
 class LlamaError(Exception):
-    """Base class for llama-server client errors."""
+    """Base class of the client errors (client.py), for every server of the stack."""
+
+    def __init__(self, *args: object, url: str | None = None) -> None:
+        """Keep the URL the failed call went to (shown only through urls.shown_url)."""
+        super().__init__(*args)
+        self.url = url
 
 
 class LlamaConnectionError(LlamaError):
@@ -42,9 +48,11 @@ class LlamaLoadingError(LlamaError):
 class LlamaContextError(LlamaError):
     """The prompt does not fit in the slot's context."""
 
-    def __init__(self, message: str, n_prompt_tokens: int | None, n_ctx: int | None) -> None:
+    def __init__(
+        self, message: str, n_prompt_tokens: int | None, n_ctx: int | None, url: str | None = None
+    ) -> None:
         """Keep the sizes the server reported."""
-        super().__init__(message)
+        super().__init__(message, url=url)
         self.n_prompt_tokens = n_prompt_tokens
         self.n_ctx = n_ctx
 
@@ -52,9 +60,9 @@ class LlamaContextError(LlamaError):
 class LlamaResponseError(LlamaError):
     """The server answered with an error status or an error event."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, url: str | None = None) -> None:
         """Keep the HTTP status."""
-        super().__init__(message)
+        super().__init__(message, url=url)
         self.status = status
 
 

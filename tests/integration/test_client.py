@@ -84,7 +84,6 @@ async def test_closed_keepalive_is_resent_once() -> None:
     assert session.request.await_count == 2  # saving a slot twice is harmless: resent
     session.request = AsyncMock(side_effect=[aiohttp.ServerDisconnectedError(), ok])
     with pytest.raises(LlamaConnectionError, match="disconnected"):
-        await client._request(  # a request that may have run is not resent
-            "POST", "/x", client_timeout=aiohttp.ClientTimeout(total=1)
-        ).__aenter__()
+        # a request that may have run is not resent
+        await client._request("POST", "/x", timeout_s=1).__aenter__()
     assert session.request.await_count == 1

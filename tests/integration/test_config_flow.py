@@ -102,7 +102,7 @@ async def test_the_first_agent_on_slot_0_when_the_status_does_not_answer(
     agent goes on slot 0 (and a repair says so if the proxy does not reserve it)."""
     fake.proxy_status = {"service": "voice-stack-llm-auth", "reserved_slots": [2]}
     fake.delays["/proxy/status"] = 1.0
-    monkeypatch.setattr("custom_components.voice_stack.coordinator.PROBE_TIMEOUT", 0.1)
+    monkeypatch.setattr("custom_components.voice_stack.client.PROBE_TIMEOUT", 0.1)
     result = await _user_flow(hass, fake.url, FAKE_KEY)
     assert result["type"] is FlowResultType.CREATE_ENTRY
     assert [s.data[CONF_SLOTS] for s in result["result"].subentries.values()] == [[0]]

@@ -82,7 +82,7 @@ async def test_hung_and_failing_endpoints(
 ) -> None:
     """A /slots that hangs past the timeout, a 500 on /metrics: the poll fails, then recovers."""
     llm = init_integration.runtime_data.coordinators.llm
-    monkeypatch.setattr("custom_components.voice_stack.coordinator.PROBE_TIMEOUT", 0.2)
+    monkeypatch.setattr("custom_components.voice_stack.client.PROBE_TIMEOUT", 0.2)
     fake.delays["/slots"] = 2.0
     await poll(hass, init_integration)
     assert not llm.reachable

@@ -193,7 +193,7 @@ def test_config_and_options_flow_strings(strings: dict[str, Any]) -> None:
         "".join(found)
         for found in re.findall(
             r'(?:"base"|CONF_\w+): "(\w+)"|error = "(\w+)"|return "(\w+)"',
-            (INTEGRATION / "config_flow.py").read_text(),
+            (INTEGRATION / "validation.py").read_text(),
         )
     }
     assert {"invalid_auth", "cannot_connect", "url_has_credentials", "model_loading"} <= errors
@@ -215,7 +215,7 @@ def test_config_and_options_flow_strings(strings: dict[str, Any]) -> None:
     for kind, sub in strings["config_subentries"].items():
         assert agent_errors <= set(sub["error"]), (kind, agent_errors - set(sub["error"]))
     gateway_errors = set(
-        re.findall(r'CONF_\w+: "(\w+)"', (INTEGRATION / "options_flow.py").read_text())
+        re.findall(r'CONF_GATEWAY_URL: "(\w+)"', (INTEGRATION / "validation.py").read_text())
     )
     assert gateway_errors <= set(config["error"]) & set(options["error"])
     for reason in re.findall(r'reason="(\w+)"', flow):
