@@ -15,7 +15,7 @@ from wyoming.audio import AudioChunk, AudioStop
 from voice_stack_dev.wavs import tone
 from voice_stack_gateway.gateway import Gateway
 from voice_stack_gateway.metrics import Kind
-from voice_stack_gateway.own_vad import CAP_MS, Without
+from voice_stack_gateway.own_vad import CAP_MS, HA_HOLD_MS, Without, hold_for
 from voice_stack_gateway.transcription import Transcription
 
 from .conftest import Clients, GatewayFactory, silence, wait_for
@@ -75,6 +75,16 @@ async def test_other_words_end_after_the_hold(text: str | None, why: str) -> Non
     assert t.counts() == {"gateway": 0, "client": 0, "gateway_hold": 1}
     assert why in t.turn.why
     await t.turn.close()
+
+
+def test_a_language_without_a_word_table_gets_has_default_hold() -> None:
+    """No words can read complete there: the longer hold would slow every turn."""
+    assert (hold_for("en-US", HOLD), hold_for("de", HOLD), hold_for(None, HOLD)) == (
+        HOLD,
+        HA_HOLD_MS,
+        HA_HOLD_MS,
+    )
+    assert hold_for("de", 500) == 500
 
 
 async def test_the_hold_does_not_wait_for_the_transcript() -> None:

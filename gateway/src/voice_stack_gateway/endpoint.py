@@ -20,7 +20,7 @@ from collections.abc import Callable
 from .complete import Verdict, judge
 from .early import EarlyTranscription
 from .metrics import EndedBy, Metrics
-from .own_vad import Without, own_stop
+from .own_vad import Without, hold_for, own_stop
 from .transcription import Transcription
 
 _LOGGER = logging.getLogger(__name__)
@@ -45,7 +45,8 @@ class TurnEnd:
         self._endpoint_ms = endpoint_ms
         self._language = language
         self._end = end
-        self._hold_ms = hold_ms  # the gateway's own VAD: it ends every turn (None: the client)
+        # the gateway's own VAD: it ends every turn (None: the client does)
+        self._hold_ms = None if hold_ms is None else hold_for(language, hold_ms)
         self._watched: Transcription | None = None
         self._verdict: tuple[Transcription, Verdict] | None = None
         self._watchers: set[asyncio.Task[None]] = set()

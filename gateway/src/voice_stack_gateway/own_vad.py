@@ -7,6 +7,8 @@ HA's VoiceCommandSegmenter would have (docs/gateway.md, "The gateway's own end o
 - any other words (not complete, not back yet, failed, or no early request left) after the
   longer --stt-incomplete-hold-ms: answered as at audio-stop (the early transcript if no speech
   followed its cut, else the whole audio);
+- in a language without a word table (complete.py) no words can read complete: HA's default
+  hold, 700 ms, stands in for the longer one, so those turns end as they would without this;
 - 15 s of audio, HA's cap: answered the same way; with no speech heard at all, an empty
   transcript, which HA answers with its "No text recognized" (stt-no-text-recognized), as when
   its own timeout ends a silent stream and the ASR hears nothing.
@@ -20,10 +22,12 @@ from __future__ import annotations
 from enum import Enum
 from typing import NamedTuple
 
+from .complete import TABLES, language_of
 from .early import MIN_SPEECH_MS, EarlyTranscription
 from .metrics import EndedBy
 
 CAP_MS = 15_000  # HA's VoiceCommandSegmenter.timeout_seconds
+HA_HOLD_MS = 700  # its silence_seconds by default (VadSensitivity.DEFAULT)
 
 
 class Without(Enum):
@@ -37,6 +41,11 @@ class Stop(NamedTuple):
     by: EndedBy
     answer: Without
     why: str  # for the debug log
+
+
+def hold_for(language: str | None, hold_ms: int) -> int:
+    """The hold for a request's language: without a word table, at most HA's default."""
+    return hold_ms if language_of(language) in TABLES else min(hold_ms, HA_HOLD_MS)
 
 
 def own_stop(early: EarlyTranscription, hold_ms: int, waiting: str) -> Stop | None:
