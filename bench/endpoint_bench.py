@@ -26,10 +26,12 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,6 +280,20 @@ async def warm_up(gateways: Gateways, spoken: list[Spoken], n: int) -> None:
                 await stream_turn(port, sp.audio(LEAD_MS, CAP_MS), setting.hold_s)
 
 
+_TURN = re.compile(r"Turn (?:ended by|left to) .*$")
+
+
+def turn_reasons(log_path: Path) -> dict[str, int]:
+    """Why the gateway ended or left each turn (its debug log, warm-up included), counted with
+    the words and figures taken out."""
+    reasons: Counter[str] = Counter()
+    for line in log_path.read_text(errors="replace").splitlines():
+        if match := _TURN.search(line):
+            why = re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", match.group(0))
+            reasons[re.sub(r"\d+", "N", why)] += 1
+    return dict(reasons.most_common())
+
+
 def setup_facts(args: argparse.Namespace, spoken: list[Spoken], logs: Path) -> dict[str, Any]:
     trims = [t for sp in spoken for t in sp.trimmed_ms]
     return {
@@ -337,7 +353,13 @@ def measure(
     settings |= {n: f"HA's {s} s hold alone (its segmenter), then the STT" for n, s in
                  HA_SETTINGS.items()}  # fmt: skip
     doc = report(spoken, results, settings, corpus.classes, LEAD_MS)
-    return {"setup": setup_facts(args, spoken, logs), "skipped": gateways.skipped, **doc}
+    reasons = {n: turn_reasons(logs / f"{n}.log") for n in gateways.running}
+    return {
+        "setup": setup_facts(args, spoken, logs),
+        "skipped": gateways.skipped,
+        "gateway_turn_reasons": reasons,
+        **doc,
+    }
 
 
 def main() -> None:

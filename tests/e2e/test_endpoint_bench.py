@@ -50,6 +50,9 @@ def test_every_setting_ran_or_says_why_not(bench: dict[str, Any]) -> None:
     assert settings >= {*HA_HOLDS, *FALLBACK}
     assert (OWN_VAD in settings) != (OWN_VAD in bench["skipped"])
     assert all(isinstance(why, str) and why for why in bench["skipped"].values())
+    reasons = bench["gateway_turn_reasons"]
+    assert set(reasons) == {n for n in settings if n.startswith("gateway_")}
+    assert all(isinstance(n, int) and n > 0 for r in reasons.values() for n in r.values())
     corpus = load_corpus()
     assert [u["id"] for u in bench["utterances"]] == list(corpus.quick)
     for u in bench["utterances"]:
