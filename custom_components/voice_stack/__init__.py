@@ -35,10 +35,11 @@ from .coordinator import (
     VoiceStackCoordinator,
 )
 from .devices import remove_stale_devices
+from .kv_probe import UnifiedKvProbe
 from .models import Coordinators, VoiceStackConfigEntry, VoiceStackData
 from .repairs import Repairs, clear_issues
 from .slots import SlotScheduler
-from .warm import SlotPrimer
+from .warm import SlotPrimer, WarmUp
 from .watcher import ServerWatcher
 
 PLATFORMS: list[Platform] = [
@@ -67,16 +68,10 @@ async def async_setup_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) -
     }
     scheduler = SlotScheduler()
     repairs = Repairs(hass, entry, coordinators.llm, coordinators.proxy, agents)
-    watcher = ServerWatcher(
-        hass,
-        entry,
-        llm=coordinators.llm,
-        agents=agents,
-        scheduler=scheduler,
-        chat=chat,
-        primer=SlotPrimer(chat, client),
-        repairs=repairs,
-    )
+    primer = SlotPrimer(chat, client)
+    probe = UnifiedKvProbe(hass, chat, scheduler, coordinators.llm.base_url)
+    warm_up = WarmUp(agents, scheduler, primer, probe, repairs)
+    watcher = ServerWatcher(hass, entry, coordinators.llm, scheduler, warm_up)
     entry.runtime_data = VoiceStackData(
         client=client,
         chat=chat,
@@ -84,6 +79,7 @@ async def async_setup_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) -
         agents=agents,
         scheduler=scheduler,
         repairs=repairs,
+        primer=primer,
         watcher=watcher,
     )
     await hass.config_entries.async_forward_entry_setups(entry, PLATFORMS)

@@ -84,7 +84,7 @@ async def async_get_config_entry_diagnostics(
             "unified_kv": findings.unified_kv,
             "prefix_tokens": dict(findings.prefix_tokens),
             "context_errors": {k: asdict(v) for k, v in findings.context_errors.items()},
-            "slot_save_supported": data.watcher.primer.save_supported,
+            "slot_save_supported": data.primer.save_supported,
         },
         "timings": {key: t.as_dict() for key, t in data.timings.items()},
         "health": {

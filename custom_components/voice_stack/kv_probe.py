@@ -4,7 +4,8 @@ whenever another client starts, which silently defeats slot pinning.
 /props (b11669) does not say, so it takes a probe: pin A to one slot, B to another, A again;
 with a unified cache A's second run re-processes everything. The probe evicts B's slot, so
 it runs once per server setup (model, build, slot layout), never on a mere restart: the
-verdict is kept per server URL across entry reloads.
+verdict is kept per server URL across entry reloads. UnifiedKvProbe decides when to run it and
+on which two slots.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .chat import ChatClient
 from .const import DOMAIN, LOGGER
 from .data import ServerProps
 from .errors import LlamaError
+from .slots import SlotScheduler
 
 _SYSTEM = "Voice Stack unified KV cache probe."
 _TIMEOUT = 30.0
@@ -62,3 +64,45 @@ def known_verdict(hass: HomeAssistant, url: str, props: ServerProps) -> tuple[bo
 def remember_verdict(hass: HomeAssistant, url: str, props: ServerProps, verdict: bool) -> None:
     """Keep the verdict for this server setup (a failed probe is not remembered)."""
     hass.data.setdefault(VERDICTS, {})[url] = (props.fingerprint, verdict)
+
+
+class UnifiedKvProbe:
+    """Runs the probe for a server setup it has no verdict for, on two of the agents' slots; a
+    failed probe is tried again only on a new server process."""
+
+    def __init__(
+        self, hass: HomeAssistant, chat: ChatClient, scheduler: SlotScheduler, url: str
+    ) -> None:
+        """Probe the server at `url` through `chat`, leasing the slots from `scheduler`."""
+        self._hass, self._chat, self._scheduler, self._url = hass, chat, scheduler, url
+        self._processes = 0  # server processes seen
+        self._failed_for: tuple[object, ...] | None = None
+
+    def new_process(self) -> None:
+        """The server started again: a probe that failed may be tried once more."""
+        self._processes += 1
+
+    async def check(self, props: ServerProps, slots: set[int]) -> tuple[bool | None, set[int]]:
+        """The verdict for this server setup, and the slots among `slots` a new probe disturbed."""
+        known, verdict = known_verdict(self._hass, self._url, props)
+        disturbed: set[int] = set()
+        setup = (props.fingerprint, self._processes)
+        if not known and self._failed_for != setup:
+            verdict, disturbed = await self._probe(props, slots)
+            if verdict is None:
+                self._failed_for = setup  # not again for this process
+            else:
+                remember_verdict(self._hass, self._url, props, verdict)
+        return verdict, disturbed & slots
+
+    async def _probe(self, props: ServerProps, slots: set[int]) -> tuple[bool | None, set[int]]:
+        """A's slot is the lowest agent slot; B's another agent slot, else the next slot."""
+        total = props.total_slots or 0
+        ours = sorted(s for s in slots if s < total)
+        if total < 2 or not ours:
+            return None, set()
+        slot = ours[0]
+        other = next((s for s in ours if s != slot), (slot + 1) % total)
+        lease = self._scheduler.lease
+        async with lease((slot,), background=True), lease((other,), background=True):
+            return await probe_unified_kv(self._chat, slot, other), {slot, other}

@@ -13,6 +13,7 @@ from .coordinator import GatewayCoordinator, LlamaCoordinator, ProxyCoordinator
 from .repairs import Repairs
 from .slots import SlotScheduler
 from .timings import Timings
+from .warm import SlotPrimer
 from .watcher import ServerWatcher
 
 
@@ -35,6 +36,7 @@ class VoiceStackData:
     agents: dict[str, Agent]  # subentry id -> agent
     scheduler: SlotScheduler
     repairs: Repairs
+    primer: SlotPrimer  # what it learned of the server: whether slots can be saved
     watcher: ServerWatcher
     timings: dict[str, Timings] = field(default_factory=dict)  # subentry id -> last reply
 

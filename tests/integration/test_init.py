@@ -25,7 +25,7 @@ async def test_runtime_data_is_complete(
     assert data.coordinators.proxy.data is not None
     assert data.coordinators.gateway is None  # none configured
     assert list(data.agents) == list(init_integration.subentries)
-    assert data.watcher.primer.save_supported is None  # the agent does not save its slot
+    assert data.primer.save_supported is None  # the agent does not save its slot
     assert await hass.config_entries.async_unload(init_integration.entry_id)
     assert init_integration.state is ConfigEntryState.NOT_LOADED
 

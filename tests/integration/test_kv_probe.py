@@ -23,7 +23,7 @@ def _count_probes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
         calls.append((slot, other))
         return await original(chat, slot, other)
 
-    monkeypatch.setattr("custom_components.voice_stack.watcher.probe_unified_kv", counting)
+    monkeypatch.setattr("custom_components.voice_stack.kv_probe.probe_unified_kv", counting)
     return calls
 
 

@@ -41,7 +41,7 @@ async def test_saved_after_priming_and_restored_after_a_restart(
 ) -> None:
     """With --slot-save-path the primed slot is saved, and restored first after a restart."""
     data = init_integration.runtime_data
-    assert data.watcher.primer.save_supported is True
+    assert data.primer.save_supported is True
     agent_obj = next(iter(data.agents.values()))
     assert (tmp_path / slot_file(agent_obj, 1)).is_file()
     assert data.repairs.findings.prefix_tokens[agent_obj.id] > 0
@@ -76,7 +76,7 @@ class TestWithoutSavePath:
         self, hass: HomeAssistant, init_integration: MockConfigEntry, llama_text: LlamaServer
     ) -> None:
         """Without --slot-save-path the option is dropped after one 501; the slot is primed."""
-        assert init_integration.runtime_data.watcher.primer.save_supported is False
+        assert init_integration.runtime_data.primer.save_supported is False
         assert (await hass.async_add_executor_job(slot_state, llama_text, 1))["n_prompt_tokens"] > 0
 
 
@@ -91,4 +91,4 @@ class TestSlotFilesUnreachable:
     ) -> None:
         """A failed restore or save is not a verdict on the server: the next warm-up retries."""
         assert fake.warm_requests[-1]["id_slot"] == 1  # primed after the failed restore
-        assert init_integration.runtime_data.watcher.primer.save_supported is None
+        assert init_integration.runtime_data.primer.save_supported is None
