@@ -172,10 +172,9 @@ def agent_issues(
 
 def context_issue(agent: Agent, llm: LlamaData | None, found: Findings) -> Issue | None:
     """The slot is too small for the agent's prompt plus reply, as refused or as primed."""
-    n_ctx = llm.slots.context_per_slot if llm and llm.slots else None
+    n_ctx = _context_per_slot(llm)
     error = found.context_errors.get(agent.id)
-    if error is not None and n_ctx and error.n_ctx and n_ctx > error.n_ctx:
-        del found.context_errors[agent.id]  # llama-server restarted with larger slots
+    if error is not None and _outgrown(error, n_ctx):
         error = None
     total = llm.total_slots if llm else None
     if error is not None:
@@ -186,6 +185,15 @@ def context_issue(agent: Agent, llm: LlamaData | None, found: Findings) -> Issue
     if tokens and n_ctx and needed > n_ctx:
         return _context_too_small(agent, agent.slots[0], needed, n_ctx, total)
     return None
+
+
+def _context_per_slot(llm: LlamaData | None) -> int | None:
+    return llm.slots.context_per_slot if llm and llm.slots else None
+
+
+def _outgrown(error: ContextError, n_ctx: int | None) -> bool:
+    """llama-server restarted with larger slots than the refused request met."""
+    return bool(n_ctx and error.n_ctx and n_ctx > error.n_ctx)
 
 
 def _context_too_small(
@@ -254,8 +262,12 @@ class Repairs:
 
     @callback
     def sync(self) -> None:
-        """Compute every issue from the latest facts and apply them."""
+        """Forget what the facts outdated, compute every issue from them and apply them."""
         llm, proxy, found = self._llm.data, self._proxy.data, self.findings
+        n_ctx = _context_per_slot(llm)
+        for agent_id, error in list(found.context_errors.items()):
+            if _outgrown(error, n_ctx):
+                del found.context_errors[agent_id]
         issues = [
             *server_issues(self._entry, llm, found),
             *proxy_issues(self._entry, proxy, llm),
@@ -272,19 +284,26 @@ class Repairs:
         self.sync()
 
     @callback
-    def request_ok(self, agent: Agent, *, from_warm: bool = False) -> None:
-        """A request fitted: drop the agent's context repair (a warm-up only clears its own)."""
-        error = self.findings.context_errors.get(agent.id)
-        if error is not None and (error.from_warm or not from_warm):
-            del self.findings.context_errors[agent.id]
+    def request_ok(self, agent: Agent) -> None:
+        """A request of the agent fitted its slot: drop its context repair."""
+        if self._forget_context_error(agent, from_warm=False):
             self.sync()
 
     @callback
     def primed(self, agent: Agent, tokens: int) -> None:
-        """The agent's stable prefix takes `tokens` in its slot."""
+        """The agent's stable prefix takes `tokens` in its slot (a warm-up that fitted drops
+        only a context repair a warm-up raised)."""
         self.findings.prefix_tokens[agent.id] = tokens
-        self.request_ok(agent, from_warm=True)
+        self._forget_context_error(agent, from_warm=True)
         self.sync()
+
+    def _forget_context_error(self, agent: Agent, *, from_warm: bool) -> bool:
+        """Drop the agent's context error (only a warm-up's when `from_warm`); True if gone."""
+        error = self.findings.context_errors.get(agent.id)
+        if error is None or (from_warm and not error.from_warm):
+            return False
+        del self.findings.context_errors[agent.id]
+        return True
 
     @callback
     def unified_kv(self, verdict: bool | None) -> None:

@@ -113,7 +113,31 @@ async def test_context_rules(hass: HomeAssistant) -> None:
     assert (error.placeholders["needed"], error.placeholders["ctx_size"]) == ("1412", "8192")
     old = Findings(context_errors={voice.id: ContextError(0, 900, 300, from_warm=False)})
     assert agent_issues(voice, LLAMA, None, old) == []
-    assert old.context_errors == {}
+    assert voice.id in old.context_errors  # computing the issues changes no finding
+
+
+async def test_sync_forgets_outgrown_errors_and_primed_applies_once(
+    hass: HomeAssistant, init_integration: MockConfigEntry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Acting is sync's alone: it drops a refusal the slots outgrew; a prime applies once."""
+    data = init_integration.runtime_data
+    (agent_,) = data.agents.values()
+    applied: list[object] = []
+    real_apply = repairs.apply_issues
+
+    def counting(*args: Any) -> None:
+        applied.append(args)
+        real_apply(*args)
+
+    monkeypatch.setattr(repairs, "apply_issues", counting)
+    data.repairs.findings.context_errors[agent_.id] = ContextError(0, 900, 1, from_warm=True)
+    data.repairs.sync()
+    assert data.repairs.findings.context_errors == {}
+    assert len(applied) == 1
+    data.repairs.findings.context_errors[agent_.id] = ContextError(0, 9, 10**9, from_warm=True)
+    data.repairs.primed(agent_, 10)
+    assert data.repairs.findings.context_errors == {}
+    assert len(applied) == 2
 
 
 async def test_proxy_rules() -> None:
