@@ -138,6 +138,14 @@ async def _async_update_listener(hass: HomeAssistant, entry: VoiceStackConfigEnt
     await hass.config_entries.async_reload(entry.entry_id)
 
 
+# The 2026.11 anchors (ollama, llama_cpp) return None from setup and unload, and unload with
+# async_unload_platforms_or_raise. HA 2026.10.4, the oldest release supported, has no such
+# method and takes only a bool from async_setup_entry, async_unload_entry and
+# async_migrate_entry (None is logged as an error and fails setup; unload asserts a bool);
+# 2026.11 accepts a bool from a custom integration. So the three return a bool, and a platform
+# that fails to unload is a False (which 2026.11 turns into the same error the method raises).
+
+
 async def async_unload_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) -> bool:
     """Unload the platforms."""
     return await hass.config_entries.async_unload_platforms(entry, PLATFORMS)

@@ -112,3 +112,14 @@ async def test_removing_the_entry_removes_its_issues(hass: HomeAssistant, fake: 
     assert issues(hass, entry) == {"shared_slot_0"}
     await hass.config_entries.async_remove(entry.entry_id)
     assert not [i for d, i in ir.async_get(hass).issues if d == DOMAIN]
+
+
+def test_setup_and_unload_return_a_bool_while_ha_2026_10_is_supported() -> None:
+    """HA 2026.10.4 has no async_unload_platforms_or_raise and wants a bool from setup and
+    unload; 2026.11 has the method (the anchors' way). This fails on the first supported HA
+    that differs, the moment to do as the anchors do."""
+    from homeassistant.config_entries import ConfigEntries
+    from homeassistant.const import MAJOR_VERSION, MINOR_VERSION
+
+    has_it = hasattr(ConfigEntries, "async_unload_platforms_or_raise")
+    assert has_it == ((MAJOR_VERSION, MINOR_VERSION) >= (2026, 11))
