@@ -16,9 +16,10 @@ general key (the browsers switch to it), the proxy down for 30 s, Home Assistant
 rest of the run is load alone, so each process that came back from a fault is then watched for
 the last five sixths (50 minutes of a 60-minute run) without being restarted: growth there is
 growth, not a restart's warm-up. A fault's window is from its start until the service is back
-plus GRACE_S. Inside HA, a probe (dev/ha_probe, linked into this run's HA config only) counts
-the event loop's tasks and those running our integration's code; the gateway's /metrics gives
-its own. One JSON document to stdout (and `--out`); progress to stderr.
+plus GRACE_S. Inside HA, a probe (dev/ha_probe, linked into this run's HA config only, loaded
+by one restart of HA before the run begins) counts the event loop's tasks and those running our
+integration's code; the gateway's /metrics gives its own. One JSON document to stdout (and
+`--out`); progress to stderr.
 """
 
 from __future__ import annotations
@@ -372,11 +373,7 @@ async def proxy_down(soak: Soak, fault: Fault) -> None:
 
 
 async def ha_restart(soak: Soak, fault: Fault) -> None:
-    old, soak.ha = soak.ha, None  # new turns find no HA; open ones see its websocket close
-    await _restart(soak, Role.HASS)
-    if old is not None:
-        await old.close()
-    soak.ha = await connect(soak)
+    await restart_ha(soak)
     fault.back = soak.now()
 
 
@@ -699,8 +696,7 @@ def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace)
 
 
 def install_probe(servers: Servers) -> None:
-    """Link the task probe into this run's HA config and restart HA to load it (before the
-    integration is set up, so the run itself sees no extra restart)."""
+    """Link the task probe into this run's HA config (loaded at HA's next start)."""
     link = servers.config_dir / "custom_components" / PROBE.name
     if not link.is_symlink():
         link.symlink_to(PROBE)
@@ -708,15 +704,22 @@ def install_probe(servers: Servers) -> None:
     if f"\n{PROBE.name}:" not in config.read_text():
         with config.open("a") as f:
             f.write(f"{PROBE.name}:\n")
-    servers.stack.services[Role.HASS].restart()
+
+
+async def restart_ha(soak: Soak) -> None:
+    """Restart HA and log in again; meanwhile new turns find no HA, open ones see its
+    websocket close."""
+    old, soak.ha = soak.ha, None
+    await _restart(soak, Role.HASS)
+    if old is not None:
+        await old.close()
+    soak.ha = await connect(soak)
 
 
 async def run(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
     check_environment()
     log(f"starting the servers (logs in {servers.logs})")
     await servers.start(stock=False)
-    await asyncio.to_thread(install_probe, servers)
-    began_unix = time.time()
     soak = Soak(servers, time.monotonic(), time.monotonic() + args.minutes * 60)
     soak.general_key = servers.state.proxy_key
     soak.ha = HomeAssistantClient(servers.url(Role.HASS))
@@ -728,6 +731,10 @@ async def run(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
                 and e["entity_id"].split(".")[0] in ("sensor", "binary_sensor")}  # fmt: skip
         texts = {t for pair in QUESTIONS for t in pair}
         speech = await utterances(servers, texts)
+        # HA, set up and onboarded (its database written), restarted once to load the probe
+        install_probe(servers)
+        await restart_ha(soak)
+        began_unix = time.time()
         soak.began = time.monotonic()
         soak.stop_at = soak.began + args.minutes * 60
         log(f"soaking for {args.minutes} min: {args.rounds} round(s) of {len(FAULTS)} faults")
