@@ -1,7 +1,8 @@
 """One agent (a conversation or AI Task subentry): its options, its slots and its prompt.
 
 The agent's entity and the slot warm-up share this object, so both render the same stable
-prefix and send the same request fields; neither holds the other.
+prefix (through HA's public chat session and chat log, as a turn does) and send the same
+request fields; neither holds the other.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from homeassistant.components import conversation
 from homeassistant.components.ai_task.const import DEFAULT_SYSTEM_PROMPT
 from homeassistant.config_entries import ConfigSubentry
 from homeassistant.core import Context, HomeAssistant
-from homeassistant.helpers import llm
+from homeassistant.helpers import chat_session, llm
 
 from .const import (
     AGENT_DEFAULTS,
@@ -108,19 +109,23 @@ class Agent:
         return payload
 
     async def stable_prefix(self) -> tuple[str, list[dict[str, Any]]]:
-        """Render the stable system text and tools, exactly as a turn would."""
-        chat_log = conversation.ChatLog(self.hass, "voice_stack_warm")
-        await chat_log.async_provide_llm_data(
-            llm.LLMContext(
-                platform=DOMAIN,
-                context=Context(),
-                language=self.hass.config.language,
-                assistant=conversation.DOMAIN,
-                device_id=None,
-            ),
-            self.llm_apis or None,
-            self.prompt_template(),
-        )
+        """Render the stable system text and tools through the path a turn takes: a chat
+        session's chat log, given the LLM data as the agent's entity gives it."""
+        with (
+            chat_session.async_get_chat_session(self.hass) as session,
+            conversation.async_get_chat_log(self.hass, session) as chat_log,
+        ):
+            await chat_log.async_provide_llm_data(
+                llm.LLMContext(
+                    platform=DOMAIN,
+                    context=Context(),
+                    language=self.hass.config.language,
+                    assistant=conversation.DOMAIN,
+                    device_id=None,
+                ),
+                self.llm_apis or None,
+                self.prompt_template(),
+            )
         first = chat_log.content[0]
         system = first.content if isinstance(first, conversation.SystemContent) else ""
         if self.cache_stable:

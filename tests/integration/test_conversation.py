@@ -173,8 +173,11 @@ class TestTinyText:
         system = sent[0]["messages"][0]["content"]
         user = sent[0]["messages"][-1]["content"]
         names = [t["function"]["name"] for t in sent[0]["tools"]]
-        assert warm_sys == system
-        assert [t["function"]["name"] for t in warm_tools] == names
+        # the primed prompt (rendered through a chat session's chat log, as the turn's was) is
+        # the turn's, byte for byte: its system message and its tools
+        warm = agent_obj.warm_request(sent[0]["id_slot"], warm_sys, warm_tools)
+        assert json.dumps(warm["messages"][0]) == json.dumps(sent[0]["messages"][0])
+        assert json.dumps(warm["tools"]) == json.dumps(sent[0]["tools"])
         assert "Kitchen light" in system
         assert "You are in area Kitchen" not in system
         assert user.startswith("You are in area Kitchen")
