@@ -126,7 +126,7 @@ async def _first_polls(
         # Nothing to set up yet: no model, no slots, no props. (A server that starts loading
         # again later is a state the sensors show; only setup waits for it.)
         raise ConfigEntryNotReady(translation_domain=DOMAIN, translation_key="model_loading_setup")
-    others: list[VoiceStackCoordinator[Any]] = [coordinators.proxy]
+    others: list[VoiceStackCoordinator[Any, Any]] = [coordinators.proxy]
     if coordinators.gateway is not None:
         others.append(coordinators.gateway)
     await asyncio.gather(*(c.async_refresh() for c in others))

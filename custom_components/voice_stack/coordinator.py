@@ -20,7 +20,7 @@ import time
 from abc import abstractmethod
 from dataclasses import replace
 from datetime import timedelta
-from typing import Final, override
+from typing import ClassVar, Final, override
 
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant
@@ -104,28 +104,23 @@ def poll_failed(err: LlamaError, url: str) -> UpdateFailed:
     )
 
 
-class VoiceStackCoordinator[DataT](DataUpdateCoordinator[DataT]):
+class VoiceStackCoordinator[DataT, ClientT: ServiceClient](DataUpdateCoordinator[DataT]):
     """Shared setup: the entry, the service's client and its base URL; one error mapping."""
 
     config_entry: ConfigEntry
+    service: ClassVar[str]  # the poller's name in HA's log
+    interval: ClassVar[timedelta]
 
-    def __init__(
-        self,
-        hass: HomeAssistant,
-        entry: ConfigEntry,
-        *,
-        service: str,
-        client: ServiceClient,
-        interval: timedelta,
-    ) -> None:
+    def __init__(self, hass: HomeAssistant, entry: ConfigEntry, client: ClientT) -> None:
         """Poll the service through `client` every `interval`."""
         super().__init__(
             hass,
             LOGGER,
             config_entry=entry,
-            name=f"{DOMAIN} {service}",
-            update_interval=interval,
+            name=f"{DOMAIN} {self.service}",
+            update_interval=self.interval,
         )
+        self.client = client
         self.base_url = client.url
 
     @override
@@ -145,18 +140,19 @@ class VoiceStackCoordinator[DataT](DataUpdateCoordinator[DataT]):
         return self.last_update_success and self.data is not None
 
 
-LLAMA_INTERVAL: Final = timedelta(seconds=15)
 _DISABLED: Final = 501  # an endpoint switched off by a server flag (--no-slots, no --metrics)
 PROCESS_START_HEADER: Final = "process-start-time-unix"  # of /metrics, in every build with it
 
 
-class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
-    """Polls llama-server (usually through the auth proxy)."""
+class LlamaCoordinator(VoiceStackCoordinator[LlamaData, LlamaClient]):
+    """Polls llama-server (usually through the auth proxy) with the entry's key."""
+
+    service = "llm_server"
+    interval = timedelta(seconds=15)
 
     def __init__(self, hass: HomeAssistant, entry: ConfigEntry, client: LlamaClient) -> None:
-        """Poll the entry's server with the entry's key."""
-        super().__init__(hass, entry, service="llm_server", client=client, interval=LLAMA_INTERVAL)
-        self._client = client
+        """Poll the entry's server; rates need the counters of the poll before."""
+        super().__init__(hass, entry, client)
         self._counters: Counters | None = None
         self._last_rates: Rates | None = None
 
@@ -164,7 +160,7 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
     async def _poll(self) -> LlamaData:
         url = f"{self.base_url}/health"
         try:
-            health = await self._client.get("/health", auth=False)
+            health = await self.client.get("/health", auth=False)
         except LlamaError:
             self._counters = None  # whatever comes back next is a new server process
             raise
@@ -188,7 +184,7 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
 
     async def _get(self, path: str) -> Reply:
         url = f"{self.base_url}{path}"
-        reply = await self._client.get(path)
+        reply = await self.client.get(path)
         if reply.status in (401, 403):
             raise ConfigEntryAuthFailed(
                 translation_domain=DOMAIN, translation_key="invalid_auth_polling"
@@ -237,24 +233,19 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData]):
         )
 
 
-PROXY_INTERVAL: Final = timedelta(seconds=60)
-
-
-class ProxyCoordinator(VoiceStackCoordinator[ProxyData]):
+class ProxyCoordinator(VoiceStackCoordinator[ProxyData, ProxyClient]):
     """Checks the auth proxy is up, what it reserves, and that it refuses requests without a key."""
 
-    def __init__(self, hass: HomeAssistant, entry: ConfigEntry, client: ProxyClient) -> None:
-        """Poll the proxy at the entry's URL."""
-        super().__init__(hass, entry, service="auth_proxy", client=client, interval=PROXY_INTERVAL)
-        self._client = client
+    service = "auth_proxy"
+    interval = timedelta(seconds=60)
 
     @override
     async def _poll(self) -> ProxyData:
         # The status is open; sending our key lets the proxy say which scope that key has.
         (status_reply, status), no_key, wrong_key = await asyncio.gather(
-            self._client.status(),
-            self._client.lets_through(None),
-            self._client.lets_through(WRONG_KEY),
+            self.client.status(),
+            self.client.lets_through(None),
+            self.client.lets_through(WRONG_KEY),
         )
         if status is not None:
             update_device(self.hass, self.config_entry, DEVICE_PROXY, model=status.service)
@@ -266,20 +257,15 @@ class ProxyCoordinator(VoiceStackCoordinator[ProxyData]):
         )
 
 
-GATEWAY_INTERVAL: Final = timedelta(seconds=30)
+class GatewayCoordinator(VoiceStackCoordinator[GatewayData, GatewayClient]):
+    """Polls the gateway's HTTP side port (e.g. http://gpu-box:10301)."""
 
-
-class GatewayCoordinator(VoiceStackCoordinator[GatewayData]):
-    """Polls the gateway's HTTP side port."""
-
-    def __init__(self, hass: HomeAssistant, entry: ConfigEntry, client: GatewayClient) -> None:
-        """Poll the gateway (e.g. http://gpu-box:10301)."""
-        super().__init__(hass, entry, service="gateway", client=client, interval=GATEWAY_INTERVAL)
-        self._client = client
+    service = "gateway"
+    interval = timedelta(seconds=30)
 
     @override
     async def _poll(self) -> GatewayData:
-        (_, health), samples = await asyncio.gather(self._client.health(), self._client.metrics())
+        (_, health), samples = await asyncio.gather(self.client.health(), self.client.metrics())
         self._update_devices(health)
         totals = {
             kind: found

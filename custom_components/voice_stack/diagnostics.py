@@ -46,7 +46,7 @@ def _scrub(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def _poller(coordinator: VoiceStackCoordinator[Any] | None) -> dict[str, Any] | None:
+def _poller(coordinator: VoiceStackCoordinator[Any, Any] | None) -> dict[str, Any] | None:
     if coordinator is None:
         return None
     interval = coordinator.update_interval
