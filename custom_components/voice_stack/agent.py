@@ -7,8 +7,9 @@ request fields; neither holds the other.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from homeassistant.components import conversation
 from homeassistant.components.ai_task.const import DEFAULT_SYSTEM_PROMPT
@@ -33,6 +34,14 @@ from .const import (
     SUBENTRY_AI_TASK,
 )
 from .prompt import VolatileContext, format_tools, split_system_prompt
+
+# The warm-up acts for no user: HA 2026.11 wants that said (context=None; without it HA warns
+# that the call stops working in 2027.5); HA 2026.10 takes no context.
+_NO_USER: Final[dict[str, Any]] = (
+    {"context": None}
+    if "context" in inspect.signature(chat_session.async_get_chat_session).parameters
+    else {}
+)
 
 
 def slot_pool(data: Mapping[str, Any]) -> tuple[int, ...]:
@@ -112,7 +121,7 @@ class Agent:
         """Render the stable system text and tools through the path a turn takes: a chat
         session's chat log, given the LLM data as the agent's entity gives it."""
         with (
-            chat_session.async_get_chat_session(self.hass) as session,
+            chat_session.async_get_chat_session(self.hass, **_NO_USER) as session,
             conversation.async_get_chat_log(self.hass, session) as chat_log,
         ):
             await chat_log.async_provide_llm_data(
