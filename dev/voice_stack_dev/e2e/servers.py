@@ -9,9 +9,7 @@ import asyncio
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from unittest import mock
 
-from ..demo import services
 from ..demo.errors import DemoError
 from ..demo.ha_config import write_config
 from ..demo.roles import Role
@@ -66,14 +64,10 @@ class Servers:
         self.state.assign_ports()
         self.state.save(self.work)
         write_config(self.config_dir, self.state.ports[Role.HASS], http_block=True)
-        # HA without LD_PRELOAD=jemalloc (a4f3d8b): its TTS runs ffmpeg as a child, which
-        # inherits the preload, and sid's libjemalloc needs GLIBC_2.38, newer than the host's
-        # libc that the static ffmpeg loads: every reply's audio failed (HTTP 500)
-        with mock.patch.object(services, "jemalloc_env", dict):
-            await asyncio.gather(
-                asyncio.to_thread(start_backends, self.stack, self.state, DEFAULT_MODEL),
-                asyncio.to_thread(start_home_assistant, self.stack, self.state, self.config_dir),
-            )
+        await asyncio.gather(
+            asyncio.to_thread(start_backends, self.stack, self.state, DEFAULT_MODEL),
+            asyncio.to_thread(start_home_assistant, self.stack, self.state, self.config_dir),
+        )
         if stock:
             await asyncio.to_thread(self._start_wyoming_openai)
 
