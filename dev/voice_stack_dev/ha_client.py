@@ -16,6 +16,9 @@ from typing import Any, Self
 import aiohttp
 
 REST_TIMEOUT = aiohttp.ClientTimeout(total=60, connect=10)
+# HA's access tokens live 30 minutes; a session renews its own this long before that, with its
+# refresh token, as the frontend does (a soak's session outlives several).
+RENEW_BEFORE_S = 120.0
 WS_TIMEOUT = 60.0
 
 type Json = dict[str, Any]
@@ -56,6 +59,9 @@ class HomeAssistantClient:
         self.client_id = f"{self.base_url}/"
         self.redirect_uri = f"{self.base_url}/?auth_callback=1"
         self.access_token: str | None = None
+        self.refresh_token: str | None = None
+        self._expires = float("inf")  # time.monotonic() when the access token runs out
+        self._renewing = asyncio.Lock()
         self._session = aiohttp.ClientSession(timeout=REST_TIMEOUT)
         self._ws: aiohttp.ClientWebSocketResponse | None = None
         self._ids = itertools.count(1)
@@ -94,6 +100,8 @@ class HomeAssistantClient:
     ) -> Any:
         """One REST call; returns the decoded JSON (or None), raises HomeAssistantApiError."""
         what = f"{method} {path}"
+        if auth:
+            await self._renew_if_due()
         try:
             async with self._session.request(
                 method, self.base_url + path, json=json, data=form, headers=self._headers(auth)
@@ -114,6 +122,7 @@ class HomeAssistantClient:
         when it was empty): HA's TTS view sends nothing until the first audio chunk exists.
         """
         what = f"GET {path}"
+        await self._renew_if_due()
         timeout = aiohttp.ClientTimeout(total=limit, connect=10)
         chunks: list[bytes] = []
         first: float | None = None
@@ -139,7 +148,27 @@ class HomeAssistantClient:
             form={"grant_type": "authorization_code", "code": code, "client_id": self.client_id},
             auth=False,
         )
+        self.refresh_token = tokens.get("refresh_token")
+        self._took(tokens)
+
+    def _took(self, tokens: Mapping[str, Any]) -> None:
         self.access_token = tokens["access_token"]
+        expires_in = tokens.get("expires_in")
+        self._expires = (
+            time.monotonic() + float(expires_in) if expires_in is not None else float("inf")
+        )
+
+    async def _renew_if_due(self) -> None:
+        """A new access token from the refresh token once the one held is about to run out
+        (the websocket, authenticated when it opened, stays so)."""
+        if self.refresh_token is None or time.monotonic() < self._expires - RENEW_BEFORE_S:
+            return
+        async with self._renewing:  # one renewal for every call that found it due
+            if time.monotonic() < self._expires - RENEW_BEFORE_S:
+                return
+            form = {"grant_type": "refresh_token", "refresh_token": self.refresh_token,
+                    "client_id": self.client_id}  # fmt: skip
+            self._took(await self.request("POST", "/auth/token", form=form, auth=False))
 
     async def login(self, username: str, password: str) -> None:
         """The login form: a login flow with the homeassistant auth provider."""

@@ -173,3 +173,19 @@ def test_assist_dialog_shows_our_agents_reply(page: Page, demo: Demo) -> None:
     assert _finished(reply), shot
     assert reply != QUESTION, shot
     assert "sorry" not in reply.lower(), reply  # HA's own "Sorry, I couldn't understand that"
+
+
+def test_a_session_renews_its_access_token_when_due(demo: Demo) -> None:
+    """HA's access tokens live 30 minutes; the harness's sessions outlive several (a soak's
+    satellites got HTTP 401 after 30 minutes without an HA restart). A due token is renewed with
+    the refresh token before the call, which then succeeds."""
+
+    async def call_when_due(ha: HomeAssistantClient) -> tuple[float, Any]:
+        ha._expires = time.monotonic()  # as 30 minutes after the login
+        config = await ha.request("GET", "/api/config")
+        return ha._expires - time.monotonic(), config
+
+    left_s, config = demo.api(call_when_due)
+    assert left_s > 25 * 60  # a new token's 30 minutes (a JWT issued in the same second as the
+    # first is the same string, so the expiry, not the text, shows the renewal)
+    assert config["location_name"] == "Voice Stack demo"
