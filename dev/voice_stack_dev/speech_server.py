@@ -38,6 +38,7 @@ TTS_MODEL = "piper-joe"
 STT_MODEL = "tiny.en"
 VOICE = "joe"
 DEFAULT_RATE = 24000
+MAX_PIECE_WORDS = 30  # longest piece piper synthesizes at once (see synthesis_pieces)
 
 # The engines (numpy, piper, faster-whisper) exist only in the speech venv, while the harness
 # imports this module from every venv: they are loaded at run time, and arrays are typed Any.
@@ -60,6 +61,7 @@ class Engines:
 
         started = time.perf_counter()
         self.voice = piper_voice.load(str(joe.model_path()), config_path=str(joe.config_path()))
+        self.voice.session = _bounded_session(joe.model_path())
         self.voice_rate = int(self.voice.config.sample_rate)
         self.whisper = whisper_model(
             str(whisper_models.get_model_path()),
@@ -83,8 +85,9 @@ class Engines:
         config = synthesis_config(
             length_scale=1.0 / speed if speed else None, noise_scale=0.0, noise_w_scale=0.0
         )
-        for chunk in self.voice.synthesize(text, syn_config=config):
-            yield np.frombuffer(chunk.audio_int16_bytes, dtype=np.int16)
+        for piece in synthesis_pieces(text):
+            for chunk in self.voice.synthesize(piece, syn_config=config):
+                yield np.frombuffer(chunk.audio_int16_bytes, dtype=np.int16)
 
     def transcribe(self, audio: Array, language: str | None) -> list[str]:
         """Words (with their leading spaces) of the transcript of 16 kHz float32 audio."""
@@ -106,6 +109,35 @@ class Engines:
             text = "".join(seg.text for seg in segments)
         words = text.strip().split(" ")
         return [w if i == 0 else " " + w for i, w in enumerate(words) if w]
+
+
+def _bounded_session(model_path: Path) -> Any:
+    """Piper's ONNX session without the memory-pattern cache: onnxruntime keeps one pattern
+    per input shape, and every new sentence length is a new shape, so the arena grew with each
+    (RSS +120 % over 50 minutes of a soak; flat without it, at the same speed: benchmarks.md)."""
+    onnxruntime = importlib.import_module("onnxruntime")
+    options = onnxruntime.SessionOptions()
+    options.enable_mem_pattern = False
+    return onnxruntime.InferenceSession(
+        str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+    )
+
+
+def synthesis_pieces(text: str, max_words: int = MAX_PIECE_WORDS) -> list[str]:
+    """`text` in pieces of at most `max_words`, cut at the last clause mark that leaves at least
+    a third of a piece, else at a word. Piper's memory peaks with the longest sentence it is given
+    and its arena keeps that peak; Kokoro-FastAPI chunks long text the same way."""
+    words = text.split()
+    pieces: list[str] = []
+    while len(words) > max_words:
+        window = words[:max_words]
+        cut = next((i + 1 for i in range(max_words - 1, max_words // 3 - 1, -1)
+                    if window[i][-1] in ",;:"), max_words)  # fmt: skip
+        pieces.append(" ".join(words[:cut]))
+        words = words[cut:]
+    if words:
+        pieces.append(" ".join(words))
+    return pieces if len(pieces) > 1 else [text]
 
 
 def resample(samples: Array, src: int, dst: int) -> Array:

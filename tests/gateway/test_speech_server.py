@@ -7,6 +7,7 @@ import asyncio
 import aiohttp
 
 from voice_stack_dev.procs import Service
+from voice_stack_dev.speech_server import synthesis_pieces
 
 TEXT = "This is the first sentence. Here is a second one. And a third follows."
 
@@ -28,3 +29,30 @@ async def test_more_concurrent_syntheses_than_worker_threads_all_finish(
         sizes = await asyncio.gather(*(_speak(session, speech_server.url) for _ in range(8)))
     assert len(set(sizes)) == 1  # the same text gives the same audio, whoever waited
     assert sizes[0] > 24000 * 2  # over a second of 24 kHz audio
+
+
+def test_long_text_is_synthesized_in_bounded_pieces() -> None:
+    # piper's arena keeps the peak of the longest piece it was given: a run-on answer is cut
+    words = [f"word{i}" for i in range(70)]
+    words[24] += ","  # a clause mark late in the first window is where it cuts
+    pieces = synthesis_pieces(" ".join(words))
+    assert [len(p.split()) for p in pieces] == [25, 30, 15]
+    assert " ".join(pieces).split() == words  # nothing lost or reordered
+    assert max(len(p.split()) for p in synthesis_pieces(" ".join(words[:30]) + ".")) == 30
+
+
+def test_short_text_is_left_as_it_is() -> None:
+    assert synthesis_pieces("  Turn on the light.  ") == ["  Turn on the light.  "]
+
+
+async def test_a_run_on_sentence_is_spoken_whole(speech_server: Service) -> None:
+    run_on = " ".join(["the kitchen light is on and the hall light is off"] * 8) + "."
+    body = {"model": "piper-joe", "voice": "joe", "input": run_on, "response_format": "pcm"}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session,
+        session.post(f"{speech_server.url}/v1/audio/speech", json=body) as resp,
+    ):
+        assert resp.status == 200
+        audio = await resp.read()
+    # 88 words at piper's pace (about 5 words a second) are some 18 s of 24 kHz audio
+    assert len(audio) > 15 * 24000 * 2
