@@ -33,7 +33,7 @@ class Transcription:
                 self.items.append(item)
                 self._changed.set()
         except GatewayError as err:
-            self.error = err
+            self.error = err.with_traceback(None)  # its frames hold this object: a cycle
         except Exception:
             _LOGGER.exception("Unexpected failure in a transcription")
             self.error = GatewayError(INTERNAL, "Internal error during transcription")
@@ -77,8 +77,9 @@ class Transcription:
                 break
             self._changed.clear()
             await self._changed.wait()
-        if self.error is not None:
-            raise self.error
+        if self.error is not None:  # a copy: the raise's frames would hold this object
+            err = self.error
+            raise GatewayError(err.code, err.text, backend_healthy=err.backend_healthy)
 
     def cancel(self) -> None:
         self._task.cancel()

@@ -39,6 +39,10 @@ class WavUpload:
     def clear(self) -> None:
         del self.body[self._audio_at :]
 
+    def release(self) -> None:
+        """Drop the body (a request still sending it keeps its own reference)."""
+        self.body = bytearray()
+
     def finish(self, fields: dict[str, str]) -> bytearray:
         """The complete body (the upload is done: nothing may be appended after this)."""
         at = self._header_at
