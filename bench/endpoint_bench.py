@@ -3,16 +3,16 @@ it cut the request short, and what transcript it got, against Home Assistant's f
 
     PYTHONPATH=dev .cache/venv/ha11/bin/python bench/endpoint_bench.py [--quick] > result.json
 
-Corpus: bench/endpoint_corpus.json (dev/voice_stack_dev/corpus.py): complete requests, requests
-with a pause where they cannot end, and with a pause where they look complete, spoken by the
-speech server's piper voice with exact digital pauses; 0.3 s of silence before each, silence
-after it up to HA's 15 s cap.
+Corpus: bench/endpoint_corpus.json (bench/voice_stack_bench/endpoint/corpus.py): complete
+requests, requests with a pause where they cannot end, and with a pause where they look complete,
+spoken by the speech server's piper voice with exact digital pauses; 0.3 s of silence before
+each, silence after it up to HA's 15 s cap.
 
 Through the gateway (the real voice-stack-gateway on the real speech server, faster-whisper
 tiny.en), every utterance streamed in real time in 20 ms chunks by a client that does what HA's
 Wyoming STT does (upload and read at once, the first transcript wins), with HA 2026.11's own
-segmenter and microVAD (dev/voice_stack_dev/ha_hold.py) deciding when audio-stop is sent:
-the gateway's end of turn at STT_ENDPOINT_MS=400 (the default) and 700, and at 0 (early
+segmenter and microVAD (bench/voice_stack_bench/endpoint/ha_hold.py) deciding when audio-stop is
+sent: the gateway's end of turn at STT_ENDPOINT_MS=400 (the default) and 700, and at 0 (early
 transcription only, HA's default hold ends every turn), and, when the gateway offers it,
 STT_OWN_VAD=1 (no audio-stop until the cap). HA's three holds alone (0.25, 0.7, 1.25 s) on the
 same audio: where the segmenter ends it, and the speech server's transcript of the audio up to
@@ -43,7 +43,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
 
-from voice_stack_dev.corpus import (
+from voice_stack_bench.endpoint.corpus import (
     BYTES_PER_MS,
     RATE,
     TIMEOUT,
@@ -55,9 +55,9 @@ from voice_stack_dev.corpus import (
     transcribe,
     word_error_rate,
 )
-from voice_stack_dev.endpoint_report import report
+from voice_stack_bench.endpoint.ha_hold import HOLDS_S, HaHold, hold_end_ms
+from voice_stack_bench.endpoint.report import report
 from voice_stack_dev.gateway import start_gateway
-from voice_stack_dev.ha_hold import HOLDS_S, HaHold, hold_end_ms
 from voice_stack_dev.paths import REPO
 from voice_stack_dev.procs import Service, free_port
 from voice_stack_dev.speech_server import STT_MODEL, start_speech_server

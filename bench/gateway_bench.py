@@ -28,7 +28,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from voice_stack_dev.benchstats import overhead, summary, summary_with_blocks
+from voice_stack_bench.stats import overhead, summary, summary_with_blocks
 from voice_stack_dev.fake_speech import held_ms, start_fake_speech, tag_text
 from voice_stack_dev.gateway import start_wyoming_openai
 from voice_stack_dev.paths import venv_bin

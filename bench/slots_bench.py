@@ -40,7 +40,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from voice_stack_dev.browser_chats import Result, browser_round, stream
+from voice_stack_bench.browser_chats import Result, browser_round, stream
 from voice_stack_dev.llama import LlamaServer, start_llama
 from voice_stack_dev.nginx import NginxProxy, start_proxy
 

@@ -44,8 +44,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from voice_stack_bench.browser_chats import browser_messages, stream, title_task
+from voice_stack_bench.e2e.phases import BROWSER_PARAGRAPHS, BROWSER_TITLE_WORDS, utterances
+from voice_stack_bench.e2e.servers import Servers
+from voice_stack_bench.e2e.stacks import provision_voice_stack
+from voice_stack_bench.e2e.turns import QUESTIONS as E2E_QUESTIONS
+from voice_stack_bench.e2e.turns import Utterance
 from voice_stack_dev.assist import AssistError, run_utterance
-from voice_stack_dev.browser_chats import browser_messages, stream, title_task
 from voice_stack_dev.demo.entries import registry
 from voice_stack_dev.demo.errors import DemoError
 from voice_stack_dev.demo.observe import llama_slots
@@ -54,11 +59,6 @@ from voice_stack_dev.demo.preflight import check_environment
 from voice_stack_dev.demo.roles import GATEWAY_HTTP_PORT, Role
 from voice_stack_dev.demo.services import CACHE_RAM_MIB, RESERVED_SLOTS
 from voice_stack_dev.demo.turns import clear_tts_cache
-from voice_stack_dev.e2e.phases import BROWSER_PARAGRAPHS, BROWSER_TITLE_WORDS, utterances
-from voice_stack_dev.e2e.servers import Servers
-from voice_stack_dev.e2e.stacks import provision_voice_stack
-from voice_stack_dev.e2e.turns import QUESTIONS as E2E_QUESTIONS
-from voice_stack_dev.e2e.turns import Utterance
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 from voice_stack_dev.nginx import NginxProxy
 from voice_stack_dev.paths import REPO

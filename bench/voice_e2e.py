@@ -39,12 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from voice_stack_dev.demo.errors import DemoError
-from voice_stack_dev.demo.preflight import check_environment
-from voice_stack_dev.demo.roles import Role
-from voice_stack_dev.e2e.asr import prime, set_asr_mode
-from voice_stack_dev.e2e.modes import ModeRun, run_mode
-from voice_stack_dev.e2e.phases import (
+from voice_stack_bench.e2e.asr import prime, set_asr_mode
+from voice_stack_bench.e2e.modes import ModeRun, run_mode
+from voice_stack_bench.e2e.phases import (
     BROWSER_PARAGRAPHS,
     BROWSER_TITLE_WORDS,
     Bench,
@@ -52,10 +49,13 @@ from voice_stack_dev.e2e.phases import (
     phase_two,
     utterances,
 )
-from voice_stack_dev.e2e.probes import LlamaProbe
-from voice_stack_dev.e2e.servers import Servers
-from voice_stack_dev.e2e.stacks import PLAN, STOCK_OPTIONS, set_up
-from voice_stack_dev.e2e.turns import QUESTIONS
+from voice_stack_bench.e2e.probes import LlamaProbe
+from voice_stack_bench.e2e.servers import Servers
+from voice_stack_bench.e2e.stacks import PLAN, STOCK_OPTIONS, set_up
+from voice_stack_bench.e2e.turns import QUESTIONS
+from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.preflight import check_environment
+from voice_stack_dev.demo.roles import Role
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 from voice_stack_dev.speech_asr import DEFAULT_DELAY_MS, MODES
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from voice_stack_dev.e2e.asr import mode_facts
-from voice_stack_dev.e2e.modes import GOALS_VS_STOCK, goal
+from voice_stack_bench.e2e.asr import mode_facts
+from voice_stack_bench.e2e.modes import GOALS_VS_STOCK, goal
 from voice_stack_dev.speech_asr import AsrMemo, Transcriber, speech_key
 from voice_stack_dev.speech_server import build_app
 from voice_stack_dev.wavs import wav

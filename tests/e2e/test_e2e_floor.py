@@ -1,9 +1,9 @@
-"""voice_stack_dev.e2e.floor: the floor's prompt (what a warm slot holds, what is new) and
+"""voice_stack_bench.e2e.floor: the floor's prompt (what a warm slot holds, what is new) and
 where the first sentence of a reply ends."""
 
 from __future__ import annotations
 
-from voice_stack_dev.e2e.floor import first_sentence, split_new_part
+from voice_stack_bench.e2e.floor import first_sentence, split_new_part
 
 SYSTEM = (
     "You are a voice assistant for Home Assistant.\nAnswer questions about the world truthfully."

@@ -1,16 +1,17 @@
-"""voice_stack_dev.e2e.pairs: two satellites at once, their slots, overlap and the second's wait."""
+"""voice_stack_bench.e2e.pairs: two satellites at once, their slots, overlap and the second's
+wait."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from voice_stack_dev.e2e.pairs import (
+from voice_stack_bench.e2e.pairs import (
     Satellite,
     pair_outcome,
     pairs_summary,
     two_satellites_goal,
 )
-from voice_stack_dev.e2e.slot_tasks import TaskSpan
+from voice_stack_bench.e2e.slot_tasks import TaskSpan
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 

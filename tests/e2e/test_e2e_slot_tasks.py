@@ -1,10 +1,10 @@
-"""voice_stack_dev.e2e.slot_tasks: which slot ran which agent request, from /slots listings."""
+"""voice_stack_bench.e2e.slot_tasks: which slot ran which agent request, from /slots listings."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from voice_stack_dev.e2e.slot_tasks import SlotSample, max_task, task_spans
+from voice_stack_bench.e2e.slot_tasks import SlotSample, max_task, task_spans
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 

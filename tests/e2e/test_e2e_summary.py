@@ -1,8 +1,8 @@
-"""voice_stack_dev.e2e.summary: medians, floors, ratios and goals of the end-to-end benchmark."""
+"""voice_stack_bench.e2e.summary: medians, floors, ratios and goals of the end-to-end benchmark."""
 
 from __future__ import annotations
 
-from voice_stack_dev.e2e.summary import (
+from voice_stack_bench.e2e.summary import (
     FLOOR,
     OURS,
     STOCK,

@@ -1,4 +1,4 @@
-"""voice_stack_dev.e2e.turns and .marks: a turn's parts when the gateway ended it before
+"""voice_stack_bench.e2e.turns and .marks: a turn's parts when the gateway ended it before
 audio-stop, and its events' moments after the transcript."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from voice_stack_bench.e2e.marks import event_offsets
+from voice_stack_bench.e2e.summary import SPEECH_TO_TRANSCRIPT, TOTAL
+from voice_stack_bench.e2e.turns import Turn, Utterance
 from voice_stack_dev.assist import AssistRun
 from voice_stack_dev.assist_timings import AssistTimings, PipelineEvent
-from voice_stack_dev.e2e.marks import event_offsets
-from voice_stack_dev.e2e.summary import SPEECH_TO_TRANSCRIPT, TOTAL
-from voice_stack_dev.e2e.turns import Turn, Utterance
 
 
 def _turn(hold: float, stt_wait: float) -> Turn:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from voice_stack_dev.corpus import load_corpus, normalize
+from voice_stack_bench.endpoint.corpus import load_corpus, normalize
 from voice_stack_dev.paths import REPO, venv_bin
 
 from .demo_process import run_stopping_cleanly

@@ -1,8 +1,8 @@
-"""voice_stack_dev.benchstats: the benchmarks' arithmetic."""
+"""voice_stack_bench.stats: the benchmarks' arithmetic."""
 
 from __future__ import annotations
 
-from voice_stack_dev.benchstats import block_p95, median_p90, overhead, pct, summary
+from voice_stack_bench.stats import block_p95, median_p90, overhead, pct, summary
 
 
 def test_percentiles_and_summaries() -> None:

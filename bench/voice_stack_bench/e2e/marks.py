@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..assist_timings import PipelineEvent, first_event, first_token_at
+from voice_stack_dev.assist_timings import PipelineEvent, first_event, first_token_at
 
 type Offsets = dict[str, float | None]
 

@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from voice_stack_dev.demo.audio import synthesize_request
+from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.ha_client import HomeAssistantClient
+
 from ..browser_chats import Result, browser_round
-from ..demo.audio import synthesize_request
-from ..demo.roles import Role
-from ..ha_client import HomeAssistantClient
 from . import floor
 from .pairs import pairs_summary, two_satellites_goal
 from .probes import LlamaProbe

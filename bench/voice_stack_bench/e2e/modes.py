@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..demo.roles import Role
+from voice_stack_dev.demo.roles import Role
+
 from .asr import asr_state, mode_facts, set_asr_mode
 from .marks import event_offsets
 from .phases import Bench, Texts, floors, log, phase_one

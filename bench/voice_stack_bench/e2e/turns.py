@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..assist import AssistError, AssistRun, Pacing, run_utterance
-from ..assist_timings import AssistTimings
-from ..demo.errors import DemoError
-from ..demo.turns import clear_tts_cache
-from ..ha_client import HomeAssistantApiError, HomeAssistantClient
+from voice_stack_dev.assist import AssistError, AssistRun, Pacing, run_utterance
+from voice_stack_dev.assist_timings import AssistTimings
+from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.turns import clear_tts_cache
+from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
+
 from .probes import LlamaProbe
 from .slot_tasks import max_task, task_spans
 from .stacks import MAX_TOKENS, Pipeline

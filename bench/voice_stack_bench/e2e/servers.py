@@ -10,21 +10,21 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..demo.errors import DemoError
-from ..demo.ha_config import write_config
-from ..demo.roles import Role
-from ..demo.services import (
+from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.ha_config import write_config
+from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.demo.services import (
     DEFAULT_MODEL,
     N_PARALLEL,
     Stack,
     start_backends,
     start_home_assistant,
 )
-from ..demo.state import DemoState
-from ..gateway import start_wyoming_openai
-from ..nginx import start_proxy
-from ..procs import Service, ServiceError
-from ..speech_server import STT_MODEL, TTS_MODEL, VOICE
+from voice_stack_dev.demo.state import DemoState
+from voice_stack_dev.gateway import start_wyoming_openai
+from voice_stack_dev.nginx import start_proxy
+from voice_stack_dev.procs import Service, ServiceError
+from voice_stack_dev.speech_server import STT_MODEL, TTS_MODEL, VOICE
 
 WYOMING_OPENAI = "wyoming-openai 0.8.0"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .benchstats import median_p90
+from ..stats import median_p90
 from .corpus import Spoken
 
 COMPLETE, CANNOT_END, LOOKS_COMPLETE = "complete", "pause_cannot_end", "pause_looks_complete"

@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from ..demo.observe import llama_slots
+from voice_stack_dev.demo.observe import llama_slots
+
 from .slot_tasks import SlotSample
 
 TIMEOUT = aiohttp.ClientTimeout(total=10, connect=3)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..assist import AssistRun
-from ..assist_timings import first_event, first_token_at
-from ..demo.turns import clear_tts_cache
-from ..ha_client import HomeAssistantClient
+from voice_stack_dev.assist import AssistRun
+from voice_stack_dev.assist_timings import first_event, first_token_at
+from voice_stack_dev.demo.turns import clear_tts_cache
+from voice_stack_dev.ha_client import HomeAssistantClient
+
 from .pairs import Satellite, pair_outcome
 from .probes import LlamaProbe
 from .slot_tasks import max_task, task_spans

@@ -9,8 +9,9 @@ from typing import Any
 
 import aiohttp
 
-from ..demo.errors import DemoError
-from ..speech_asr import HOW
+from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.speech_asr import HOW
+
 from .floor import TIMEOUT, asr_ms
 
 SPEECH = "speech server"

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import aiohttp
 
-from .paths import CACHE, REPO
-from .speech_server import STT_MODEL, TTS_MODEL, VOICE
-from .wavs import wav
+from voice_stack_dev.paths import CACHE, REPO
+from voice_stack_dev.speech_server import STT_MODEL, TTS_MODEL, VOICE
+from voice_stack_dev.wavs import wav
 
 RATE = 16000
 BYTES_PER_MS = RATE * 2 // 1000

@@ -25,8 +25,8 @@ from typing import Any
 
 import aiohttp
 
-from ..speech_server import STT_MODEL, TTS_MODEL, VOICE
-from ..wavs import wav
+from voice_stack_dev.speech_server import STT_MODEL, TTS_MODEL, VOICE
+from voice_stack_dev.wavs import wav
 
 TIMEOUT = aiohttp.ClientTimeout(total=120, connect=5)
 TIME_LINE = "Current time is "

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..benchstats import median_p90
+from ..stats import median_p90
 
 OURS, STOCK = "voice_stack", "stock"
 KINDS = ("new", "follow_up")

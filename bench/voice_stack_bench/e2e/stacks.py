@@ -16,14 +16,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..demo.entries import Agent, add_wyoming, ensure_agent, pick, registry, wait_loaded
-from ..demo.errors import DemoError
-from ..demo.flows import edit_dialog, run_flow
-from ..demo.onboarding import ENTRIES
-from ..demo.provision import AgentPlan, Setup, ensure_pipeline, provision
-from ..demo.roles import Role
-from ..ha_client import HomeAssistantClient
-from ..paths import MODEL_FILES
+from voice_stack_dev.demo.entries import (
+    Agent,
+    add_wyoming,
+    ensure_agent,
+    pick,
+    registry,
+    wait_loaded,
+)
+from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.flows import edit_dialog, run_flow
+from voice_stack_dev.demo.onboarding import ENTRIES
+from voice_stack_dev.demo.provision import AgentPlan, Setup, ensure_pipeline, provision
+from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.ha_client import HomeAssistantClient
+from voice_stack_dev.paths import MODEL_FILES
+
 from .servers import WYOMING_OPENAI, Servers
 
 STOCK_PIPELINE = "Stock llama_cpp + wyoming-openai"
