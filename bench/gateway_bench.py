@@ -3,7 +3,7 @@
     bench/setup-anchors            # once: wyoming-openai 0.8.0 in .cache/venv/bench-wyoming-openai
     PYTHONPATH=dev .cache/venv/gw/bin/python bench/gateway_bench.py [--rounds 30] > result.json
 
-Backend (voice_stack_dev.fake_speech, paced): TTS first byte after 150 ms, audio at 0.1x real
+Backend (voice_stack_dev.fakes.speech, paced): TTS first byte after 150 ms, audio at 0.1x real
 time; STT answers 100 ms after the upload. "Overhead" is a gateway's latency minus the same request
 made directly to the backend in the same run (interleaved), so both gateways are measured
 against one baseline. Prints one JSON document.
@@ -29,7 +29,7 @@ from wyoming.event import Event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from voice_stack_bench.stats import overhead, summary, summary_with_blocks
-from voice_stack_dev.fake_speech import held_ms, start_fake_speech, tag_text
+from voice_stack_dev.fakes.speech import held_ms, start_fake_speech, tag_text
 from voice_stack_dev.gateway import start_wyoming_openai
 from voice_stack_dev.paths import venv_bin
 from voice_stack_dev.procs import Service, free_port

@@ -29,7 +29,7 @@ from wyoming.client import AsyncTcpClient
 
 from voice_stack_bench.e2e.probes import early_counts
 from voice_stack_bench.stats import median_p90
-from voice_stack_dev.fake_speech import start_fake_speech
+from voice_stack_dev.fakes.speech import start_fake_speech
 from voice_stack_dev.gateway import start_gateway, start_wyoming_openai
 from voice_stack_dev.procs import Service, free_port
 from voice_stack_dev.speech_server import STT_MODEL, start_speech_server

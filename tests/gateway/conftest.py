@@ -16,7 +16,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
 from wyoming.tts import Synthesize
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_gateway.config import Settings, parse_settings
 from voice_stack_gateway.gateway import Gateway
 

@@ -13,7 +13,7 @@ from wyoming.info import Describe, SelectProgram
 from wyoming.ping import Ping
 from wyoming.tts import Synthesize
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_gateway.catalog import Catalog
 from voice_stack_gateway.metrics import Kind
 

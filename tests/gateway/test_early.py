@@ -14,7 +14,7 @@ from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.tts import Synthesize
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
 from voice_stack_gateway.early import EarlyTranscription, PauseDetector, Signal
 from voice_stack_gateway.gateway import Gateway

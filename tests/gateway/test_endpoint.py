@@ -19,7 +19,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
 from wyoming.ping import Ping
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
 from voice_stack_gateway.early import EarlyTranscription, PauseDetector
 from voice_stack_gateway.endpoint import TurnEnd

@@ -1,4 +1,4 @@
-"""voice_stack_dev.fake_speech as the benchmarks run it (its own process, paced, text tags),
+"""voice_stack_dev.fakes.speech as the benchmarks run it (its own process, paced, text tags),
 behind a real gateway: a benchmark whose bookkeeping silently broke would report wrong figures."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from wyoming.client import AsyncTcpClient
 from wyoming.tts import Synthesize
 
-from voice_stack_dev.fake_speech import held_ms, start_fake_speech, tag_text
+from voice_stack_dev.fakes.speech import held_ms, start_fake_speech, tag_text
 
 from .conftest import GatewayFactory
 

@@ -10,7 +10,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import free_port
 from voice_stack_gateway.gateway import parse_tcp_uri
 from voice_stack_gateway.metrics import Kind

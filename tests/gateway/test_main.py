@@ -7,7 +7,7 @@ import gc
 
 import pytest
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_gateway.__main__ import main
 
 

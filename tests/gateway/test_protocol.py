@@ -10,7 +10,7 @@ import pytest
 from wyoming.audio import AudioChunk
 from wyoming.event import Event
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_gateway.metrics import Kind
 from voice_stack_gateway.protocol import EventReader, encode_audio_chunk, encode_event
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import free_port
 
 from .conftest import GatewayFactory

@@ -11,7 +11,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.info import SelectProgram
 from wyoming.tts import Synthesize
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
 from voice_stack_gateway.metrics import Kind
 

@@ -6,7 +6,7 @@ import pytest
 from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_gateway.metrics import Kind
 
 from .conftest import Clients, GatewayFactory, audio_of, first_error, tts_events, wait_for

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_gateway.audio import PcmFormat
 from voice_stack_gateway.errors import GatewayError
 from voice_stack_gateway.metrics import BackendState

@@ -11,7 +11,7 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
 
 from .conftest import Clients, GatewayFactory, audio_of, first_error

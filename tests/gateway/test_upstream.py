@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import free_port
 from voice_stack_dev.wavs import wav_header
 from voice_stack_gateway.audio import PcmFormat

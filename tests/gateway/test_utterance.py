@@ -9,7 +9,7 @@ import pytest
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 
-from voice_stack_dev.fake_speech import FakeSpeech
+from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
 from voice_stack_gateway.early import EarlyTranscription
 from voice_stack_gateway.endpoint import TurnEnd

@@ -29,9 +29,9 @@ from custom_components.voice_stack.const import (
     CONF_GATEWAY_URL,
     DEFAULT_CONVERSATION_NAME,
 )
-from tests.integration.fakes import FAKE_KEY, FakeGateway, FakeLlama
 from tests.integration.helpers import agent, setup_entry, stack_entry
 from tests.integration.live_stack import LiveStack, run_live_stack
+from voice_stack_dev.fakes.integration import FAKE_KEY, FakeGateway, FakeLlama
 from voice_stack_dev.llama import LlamaServer, llama_argv
 from voice_stack_dev.procs import free_port, http_status
 

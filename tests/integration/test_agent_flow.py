@@ -31,8 +31,8 @@ from custom_components.voice_stack.const import (
     SUBENTRY_CONVERSATION,
 )
 from tests.integration.conftest import Server
-from tests.integration.fakes import FAKE_KEY, LOADING_BODY, FakeLlama
 from tests.integration.helpers import agent, issues, settle, setup_entry, stack_entry
+from voice_stack_dev.fakes.integration import FAKE_KEY, LOADING_BODY, FakeLlama
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import NginxProxy, start_proxy
 

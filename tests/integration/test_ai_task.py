@@ -13,8 +13,8 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import SUBENTRY_AI_TASK
 from tests.integration.conftest import Server
-from tests.integration.fakes import FakeLlama, chunk, sse, stream_bytes, streaming
 from tests.integration.helpers import agent, slot_state, subentry_id
+from voice_stack_dev.fakes.integration import FakeLlama, chunk, sse, stream_bytes, streaming
 from voice_stack_dev.llama import LlamaServer
 
 

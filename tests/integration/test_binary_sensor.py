@@ -19,9 +19,9 @@ from pytest_homeassistant_custom_component.components.recorder.common import (
 )
 from syrupy.assertion import SnapshotAssertion
 
-from tests.integration.fakes import FakeGateway, FakeLlama
 from tests.integration.helpers import entities_snapshot, poll, setup_entry, stack_entry
 from tests.integration.live_stack import LiveStack, wait_gateway
+from voice_stack_dev.fakes.integration import FakeGateway, FakeLlama
 
 LLM = "binary_sensor.voice_stack_llm_server_connectivity"
 PROXY = "binary_sensor.voice_stack_auth_proxy_connectivity"

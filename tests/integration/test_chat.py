@@ -19,7 +19,7 @@ from custom_components.voice_stack.errors import (
     LlamaStreamError,
     LlamaTimeoutError,
 )
-from tests.integration.fakes import (
+from voice_stack_dev.fakes.integration import (
     FAKE_KEY,
     FakeLlama,
     Handler,

@@ -17,7 +17,7 @@ from custom_components.voice_stack.errors import (
     LlamaNotServerError,
     LlamaResponseError,
 )
-from tests.integration.fakes import FAKE_KEY, FakeLlama
+from voice_stack_dev.fakes.integration import FAKE_KEY, FakeLlama
 from voice_stack_dev.llama import LlamaServer
 
 

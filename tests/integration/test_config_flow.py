@@ -23,8 +23,8 @@ from custom_components.voice_stack.const import (
     SUBENTRY_CONVERSATION,
 )
 from tests.integration.conftest import LoadingLlama
-from tests.integration.fakes import FAKE_KEY, FakeLlama
 from tests.integration.helpers import agent, issues, stack_entry
+from voice_stack_dev.fakes.integration import FAKE_KEY, FakeLlama
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import start_proxy
 from voice_stack_dev.procs import free_port

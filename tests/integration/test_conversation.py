@@ -32,17 +32,6 @@ from custom_components.voice_stack.const import (
 )
 from custom_components.voice_stack.timings import Timings, signal_timings
 from tests.integration.conftest import Server
-from tests.integration.fakes import (
-    TIMINGS,
-    FakeLlama,
-    Handler,
-    chunk,
-    slow,
-    sse,
-    status,
-    stream_bytes,
-    streaming,
-)
 from tests.integration.helpers import (
     AREA,
     TIME_API_ID,
@@ -56,6 +45,17 @@ from tests.integration.helpers import (
     spy_requests,
     stack_entry,
     subentry_id,
+)
+from voice_stack_dev.fakes.integration import (
+    TIMINGS,
+    FakeLlama,
+    Handler,
+    chunk,
+    slow,
+    sse,
+    status,
+    stream_bytes,
+    streaming,
 )
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import start_proxy

@@ -14,8 +14,8 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import DOMAIN
 from tests.integration.conftest import Server
-from tests.integration.fakes import FakeGateway, FakeLlama, metrics_text
 from tests.integration.helpers import poll, setup_entry, stack_entry
+from voice_stack_dev.fakes.integration import FakeGateway, FakeLlama, metrics_text
 from voice_stack_dev.llama import LlamaServer
 
 

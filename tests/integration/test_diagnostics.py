@@ -16,8 +16,8 @@ from syrupy.assertion import SnapshotAssertion
 from syrupy.filters import props
 
 from tests.integration.conftest import Server
-from tests.integration.fakes import FAKE_KEY, FakeGateway, FakeLlama
 from tests.integration.helpers import agent
+from voice_stack_dev.fakes.integration import FAKE_KEY, FakeGateway, FakeLlama
 
 PRIVATE = ("gpu-box.lan", "speech.lan", "10.0.0.7", "/home/alice")
 

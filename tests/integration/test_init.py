@@ -12,8 +12,8 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import CONF_SLOT, CONF_SLOTS, CONF_URL, DOMAIN
 from tests.integration.conftest import LoadingLlama
-from tests.integration.fakes import FakeLlama
 from tests.integration.helpers import agent, issues, settle, setup_entry, stack_entry
+from voice_stack_dev.fakes.integration import FakeLlama
 
 
 async def test_runtime_data_is_complete(

@@ -8,8 +8,8 @@ from homeassistant.helpers import device_registry as dr
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import CONF_GATEWAY_URL
-from tests.integration.fakes import FakeGateway
 from tests.integration.helpers import settle
+from voice_stack_dev.fakes.integration import FakeGateway
 
 
 async def test_set_refuse_clear_and_set_again(

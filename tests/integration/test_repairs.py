@@ -40,7 +40,6 @@ from custom_components.voice_stack.repairs import (
     shared_slot_issues,
 )
 from tests.integration.conftest import RealLlama, Server
-from tests.integration.fakes import FakeLlama, ForwardingProxy
 from tests.integration.helpers import (
     TIME_API_ID,
     GetTimeTool,
@@ -54,6 +53,7 @@ from tests.integration.helpers import (
     stack_entry,
     subentry_id,
 )
+from voice_stack_dev.fakes.integration import FakeLlama, ForwardingProxy
 from voice_stack_dev.llama import LlamaServer, llama_argv
 from voice_stack_dev.nginx import start_proxy
 from voice_stack_dev.procs import free_port

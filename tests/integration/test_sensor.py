@@ -26,7 +26,6 @@ from syrupy.assertion import SnapshotAssertion
 
 from custom_components.voice_stack.const import DEFAULT_CONVERSATION_NAME
 from custom_components.voice_stack.timings import Timings, signal_timings
-from tests.integration.fakes import FakeGateway, FakeLlama, metrics_text
 from tests.integration.helpers import (
     agent,
     agent_entity,
@@ -37,6 +36,7 @@ from tests.integration.helpers import (
     stack_entry,
 )
 from tests.integration.live_stack import LiveStack
+from voice_stack_dev.fakes.integration import FakeGateway, FakeLlama, metrics_text
 
 AGENT = "sensor.voice_stack_conversation"
 SERVER = "sensor.voice_stack_llm_server"

@@ -10,7 +10,7 @@ from homeassistant.exceptions import HomeAssistantError
 from openai.types.chat import ChatCompletionChunk
 
 from custom_components.voice_stack.stream import StreamResult, ThinkFilter, transform_stream
-from tests.integration.fakes import TIMINGS, chunk
+from voice_stack_dev.fakes.integration import TIMINGS, chunk
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from custom_components.voice_stack.validation import (
     validate_gateway,
     validate_server,
 )
-from tests.integration.fakes import FAKE_KEY, FakeGateway, FakeLlama
+from voice_stack_dev.fakes.integration import FAKE_KEY, FakeGateway, FakeLlama
 
 
 @pytest.mark.parametrize(

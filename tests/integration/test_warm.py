@@ -13,8 +13,8 @@ from pytest_homeassistant_custom_component.common import MockConfigEntry
 from custom_components.voice_stack.const import CONF_SAVE_SLOT
 from custom_components.voice_stack.warm import slot_file
 from tests.integration.conftest import Server
-from tests.integration.fakes import FAKE_KEY, FakeLlama
 from tests.integration.helpers import agent, agent_entity, poll, slot_state
+from voice_stack_dev.fakes.integration import FAKE_KEY, FakeLlama
 from voice_stack_dev.llama import LlamaServer
 
 

@@ -36,7 +36,6 @@ from custom_components.voice_stack.observation import (
 )
 from custom_components.voice_stack.slots import SlotScheduler
 from tests.integration.conftest import RealLlama
-from tests.integration.fakes import FakeLlama, ForwardingProxy
 from tests.integration.helpers import (
     agent,
     agent_entity,
@@ -45,6 +44,7 @@ from tests.integration.helpers import (
     slot_state,
     stack_entry,
 )
+from voice_stack_dev.fakes.integration import FakeLlama, ForwardingProxy
 from voice_stack_dev.llama import LlamaServer
 
 

@@ -6,7 +6,7 @@ mode per request in `stt_modes` / `tts_modes`. Modes: ok, status500, status404, 
 garbage_wav, wrong_type, float_wav, wav22k, bad_json, no_text, sse_garbage, sse_no_done. `health`
 is "ok", "down" (HTTP 503) or "hang". Requests, cancellations and keys are recorded.
 
-As a process (benchmarks): `python -m voice_stack_dev.fake_speech PORT [--paced]`. Text tags pick
+As a process (benchmarks): `python -m voice_stack_dev.fakes.speech PORT [--paced]`. Text tags pick
 a fault per request: "[500]", "[hang]", "[22k]" (a 22.05 kHz WAV whatever was asked). Paced: TTS
 first byte after 150 ms, then audio at 0.1x real time, 0.35 s of audio per word; STT answers
 100 ms after the upload. A word "[id:NAME]" (neither spoken nor counted) makes the server record
@@ -30,8 +30,8 @@ from typing import Any
 
 from aiohttp import ClientSession, web
 
-from .procs import Service, free_port
-from .wavs import FLOAT, tone, wav_header
+from ..procs import Service, free_port
+from ..wavs import FLOAT, tone, wav_header
 
 RATE = 24000
 TAG = re.compile(r"\[id:([\w-]+)\]")
@@ -274,7 +274,7 @@ def _tagged_mode(text: str, mode: str) -> str:
 def start_fake_speech(log_path: Path, *, paced: bool = True) -> Service:
     """The fake as its own process (this interpreter; PYTHONPATH must reach dev/)."""
     port = free_port()
-    argv = [sys.executable, "-m", "voice_stack_dev.fake_speech", str(port)]
+    argv = [sys.executable, "-m", "voice_stack_dev.fakes.speech", str(port)]
     return Service(
         name="fake speech server", argv=[*argv, "--paced"] if paced else argv, port=port,
         log_path=log_path,

@@ -1,5 +1,6 @@
-"""The integration suite's fakes, one per kind of server: only for what a real server cannot be
-made to do on demand (faults, malformed replies, fixed figures for deterministic snapshots)."""
+"""The fakes of the servers the integration talks to (tests/integration), one per kind of server:
+only for what a real server cannot be made to do on demand (faults, malformed replies, fixed
+figures for deterministic snapshots)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, Self
 import aiohttp
 from aiohttp import web
 
-from voice_stack_dev.llama import LlamaServer
+from ..llama import LlamaServer
 
 type Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
