@@ -51,13 +51,16 @@ from voice_stack_bench.e2e.stacks import provision_voice_stack
 from voice_stack_bench.e2e.turns import QUESTIONS as E2E_QUESTIONS
 from voice_stack_bench.e2e.turns import Utterance
 from voice_stack_dev.assist import AssistError, run_utterance
-from voice_stack_dev.demo.entries import registry
-from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.ha_config import check_environment
 from voice_stack_dev.demo.observe import llama_slots
-from voice_stack_dev.demo.onboarding import onboard_or_login, wait_running
-from voice_stack_dev.demo.preflight import check_environment
-from voice_stack_dev.demo.roles import GATEWAY_HTTP_PORT, Role
-from voice_stack_dev.demo.services import CACHE_RAM_MIB, RESERVED_SLOTS
+from voice_stack_dev.demo.provision import onboard_or_login, registry, wait_running
+from voice_stack_dev.demo.services import (
+    CACHE_RAM_MIB,
+    GATEWAY_HTTP_PORT,
+    RESERVED_SLOTS,
+    DemoError,
+    Role,
+)
 from voice_stack_dev.demo.turns import clear_tts_cache
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 from voice_stack_dev.nginx import NginxProxy

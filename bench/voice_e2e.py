@@ -53,9 +53,8 @@ from voice_stack_bench.e2e.probes import LlamaProbe
 from voice_stack_bench.e2e.servers import Servers
 from voice_stack_bench.e2e.stacks import PLAN, STOCK_OPTIONS, set_up
 from voice_stack_bench.e2e.turns import QUESTIONS
-from voice_stack_dev.demo.errors import DemoError
-from voice_stack_dev.demo.preflight import check_environment
-from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.demo.ha_config import check_environment
+from voice_stack_dev.demo.services import DemoError, Role
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 from voice_stack_dev.speech_asr import DEFAULT_DELAY_MS, MODES
 

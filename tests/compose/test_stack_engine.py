@@ -27,11 +27,10 @@ import pytest
 from tests.compose.stack_helpers import COMPOSE_DIR
 from voice_stack_dev.assist import AssistError, run_utterance
 from voice_stack_dev.demo import observe
-from voice_stack_dev.demo.audio import synthesize_request
 from voice_stack_dev.demo.ha_config import write_config
-from voice_stack_dev.demo.onboarding import onboard_or_login
-from voice_stack_dev.demo.provision import AgentPlan, Setup, provision
-from voice_stack_dev.demo.state import DemoState
+from voice_stack_dev.demo.provision import AgentPlan, Setup, onboard_or_login, provision
+from voice_stack_dev.demo.services import DemoState
+from voice_stack_dev.demo.turns import synthesize_request
 from voice_stack_dev.docker_engine import DockerEngine, run
 from voice_stack_dev.ha_client import HomeAssistantClient
 from voice_stack_dev.paths import MODEL_FILES, MODELS, venv_bin

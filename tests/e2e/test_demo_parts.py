@@ -14,14 +14,12 @@ import pytest
 import yaml
 
 from voice_stack_dev.assist_timings import Marks, extract_timings
-from voice_stack_dev.demo import http_config
-from voice_stack_dev.demo.errors import DemoError
-from voice_stack_dev.demo.flows import fill_form
+from voice_stack_dev.demo import ha_config
 from voice_stack_dev.demo.ha_config import LIGHT_UNIQUE_ID, configuration_yaml
 from voice_stack_dev.demo.observe import EntityReading, last_used_slot
-from voice_stack_dev.demo.render import render
-from voice_stack_dev.demo.report import DemoReport
-from voice_stack_dev.demo.state import DemoState
+from voice_stack_dev.demo.provision import fill_form
+from voice_stack_dev.demo.report import DemoReport, render
+from voice_stack_dev.demo.services import DemoError, DemoState
 from voice_stack_dev.demo.turns import Turn, check_command
 
 
@@ -90,7 +88,7 @@ EVERYWHERE = {"server_port": 8123, "error": None}  # HA's default: every interfa
 
 def test_confirmed_loopback_settings_are_kept(tmp_path: Path) -> None:
     store = _store(tmp_path, OURS, None)
-    assert http_config.needs_import(tmp_path, 8124) is False
+    assert ha_config.needs_import(tmp_path, 8124) is False
     assert store.is_file()
 
 
@@ -107,15 +105,15 @@ def test_anything_else_is_reset_and_imported_again(
     tmp_path: Path, stable: dict[str, Any], pending: dict[str, Any] | None, port: int
 ) -> None:
     store = _store(tmp_path, stable, pending)
-    assert http_config.needs_import(tmp_path, port) is True
+    assert ha_config.needs_import(tmp_path, port) is True
     assert not store.exists()  # HA must not fall back to listening everywhere
 
 
 def test_first_boot_imports(tmp_path: Path) -> None:
-    assert http_config.needs_import(tmp_path, 8124) is True
+    assert ha_config.needs_import(tmp_path, 8124) is True
     (tmp_path / ".storage").mkdir()
     (tmp_path / ".storage" / "http").write_text("not json")
-    assert http_config.needs_import(tmp_path, 8124) is True
+    assert ha_config.needs_import(tmp_path, 8124) is True
 
 
 def test_last_used_slot_is_the_latest_task() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 
-from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.services import DemoError
 from voice_stack_dev.speech_asr import HOW
 
 from .floor import TIMEOUT, asr_ms

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.demo.services import Role
 
 from .asr import asr_state, mode_facts, set_asr_mode
 from .marks import event_offsets

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from voice_stack_dev.demo.audio import synthesize_request
-from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.demo.services import Role
+from voice_stack_dev.demo.turns import synthesize_request
 from voice_stack_dev.ha_client import HomeAssistantClient
 
 from ..browser_chats import Result, browser_round

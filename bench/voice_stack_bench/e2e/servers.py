@@ -10,17 +10,17 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from voice_stack_dev.demo.errors import DemoError
 from voice_stack_dev.demo.ha_config import write_config
-from voice_stack_dev.demo.roles import Role
 from voice_stack_dev.demo.services import (
     DEFAULT_MODEL,
     N_PARALLEL,
+    DemoError,
+    DemoState,
+    Role,
     Stack,
     start_backends,
     start_home_assistant,
 )
-from voice_stack_dev.demo.state import DemoState
 from voice_stack_dev.gateway import start_wyoming_openai
 from voice_stack_dev.nginx import start_proxy
 from voice_stack_dev.procs import Service, ServiceError

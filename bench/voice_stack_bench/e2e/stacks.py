@@ -16,19 +16,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from voice_stack_dev.demo.entries import (
+from voice_stack_dev.demo.provision import (
+    ENTRIES,
     Agent,
+    AgentPlan,
+    Setup,
     add_wyoming,
+    edit_dialog,
     ensure_agent,
+    ensure_pipeline,
     pick,
+    provision,
     registry,
+    run_flow,
     wait_loaded,
 )
-from voice_stack_dev.demo.errors import DemoError
-from voice_stack_dev.demo.flows import edit_dialog, run_flow
-from voice_stack_dev.demo.onboarding import ENTRIES
-from voice_stack_dev.demo.provision import AgentPlan, Setup, ensure_pipeline, provision
-from voice_stack_dev.demo.roles import Role
+from voice_stack_dev.demo.services import DemoError, Role
 from voice_stack_dev.ha_client import HomeAssistantClient
 from voice_stack_dev.paths import MODEL_FILES
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from voice_stack_dev.assist import AssistError, AssistRun, Pacing, run_utterance
 from voice_stack_dev.assist_timings import AssistTimings
-from voice_stack_dev.demo.errors import DemoError
+from voice_stack_dev.demo.services import DemoError
 from voice_stack_dev.demo.turns import clear_tts_cache
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 

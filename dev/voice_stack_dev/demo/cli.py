@@ -15,17 +15,24 @@ from types import FrameType
 
 from ..ha_client import HomeAssistantApiError, HomeAssistantClient
 from ..paths import MODEL_FILES, REPO
-from . import http_config, observe
-from .console import log
-from .errors import DemoError
-from .ha_config import DASHBOARD_URL, ffmpeg_binary, write_config
-from .preflight import check_environment
+from . import ha_config, observe
+from .ha_config import DASHBOARD_URL, check_environment, ffmpeg_binary, write_config
 from .provision import PIPELINE_NAME, AgentPlan, provision
-from .render import render
-from .report import DemoReport, Provisioning, ServiceReport
-from .roles import SERVICES, SPEC, Role
-from .services import DEFAULT_MODEL, N_PARALLEL, Stack, start_backends, start_home_assistant
-from .state import DEFAULT_DIR, DemoState
+from .report import DemoReport, Provisioning, ServiceReport, render
+from .services import (
+    DEFAULT_DIR,
+    DEFAULT_MODEL,
+    N_PARALLEL,
+    SERVICES,
+    SPEC,
+    DemoError,
+    DemoState,
+    Role,
+    Stack,
+    log,
+    start_backends,
+    start_home_assistant,
+)
 from .turns import AGENT_SERVICE, TurnContext, check_command, default_requests, run_turns
 
 COMMAND = "Turn on the kitchen light"
@@ -168,7 +175,7 @@ async def run(opts: DemoOptions, state: DemoState, stack: Stack, report: DemoRep
     """Start, provision, speak, observe."""
     check_environment()
     hass_port = state.ports[Role.HASS]
-    import_http = http_config.needs_import(opts.config_dir, hass_port)
+    import_http = ha_config.needs_import(opts.config_dir, hass_port)
     has_dashboard = write_config(opts.config_dir, hass_port, http_block=import_http)
     log(f"starting services (logs in {stack.logs})")
     # HA boots while the backends load their models; entries it already has retry until ready.

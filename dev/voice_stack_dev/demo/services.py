@@ -1,23 +1,148 @@
-"""Start the demo's real servers on loopback, in dependency order, and stop them all for sure."""
+"""The demo's five services: which they are, what a run keeps for the next one, starting them on
+loopback in dependency order and stopping them all for sure; and how the demo tells its user
+(progress lines on stderr, `DemoError` naming the service that failed and its log).
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import secrets
+import socket
 import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from ..gateway import start_gateway
 from ..llama import start_llama
 from ..nginx import start_proxy
-from ..procs import Service, ServiceError, jemalloc_env
+from ..paths import CACHE
+from ..procs import Service, ServiceError, free_port, jemalloc_env
 from ..speech_server import start_speech_server
-from .errors import DemoError
-from .roles import GATEWAY_HTTP_PORT, SPEC, Role
-from .state import DemoState
 
+
+# The one error the demo reports: which service, why, and where its log is.
+class DemoError(Exception):
+    """A failed step, phrased for the person running the demo."""
+
+    def __init__(self, service: str, reason: str, log_path: str | Path | None = None) -> None:
+        super().__init__(f"{service}: {reason}")
+        self.service = service
+        self.reason = reason
+        self.log_path = str(log_path) if log_path else None
+
+    def describe(self) -> str:
+        text = f"{self.service} failed: {self.reason}"
+        if self.log_path:
+            text += f"\n  log: {self.log_path}"
+        return text
+
+
+def log(message: str) -> None:
+    """A progress line on stderr (stdout carries only the report, or its JSON)."""
+    print(f"[demo] {message}", file=sys.stderr, flush=True)
+
+
+# The demo's five services, in start order: one table for their names, labels and health URLs.
+class Role(StrEnum):
+    """What a service does in the stack (also the key of its port in the state file)."""
+
+    LLAMA = "llama"
+    PROXY = "proxy"
+    SPEECH = "speech"
+    GATEWAY = "gateway"
+    HASS = "hass"
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    role: Role
+    label: str
+    health_path: str
+
+
+SERVICES: tuple[ServiceSpec, ...] = (
+    ServiceSpec(Role.LLAMA, "llama-server", "/health"),
+    ServiceSpec(Role.PROXY, "auth proxy (nginx, compose template)", "/proxy/status"),
+    ServiceSpec(Role.SPEECH, "speech server (piper + faster-whisper)", "/health"),
+    ServiceSpec(Role.GATEWAY, "Voice Stack gateway (Wyoming)", "/health"),
+    # The frontend is up (onboarding answers 400 before it).
+    ServiceSpec(Role.HASS, "Home Assistant 2026.11", "/manifest.json"),
+)
+SPEC = {spec.role: spec for spec in SERVICES}
+# The gateway has a second port: Wyoming on `gateway`, its /health and /metrics on this one.
+GATEWAY_HTTP_PORT = "gateway_http"
+PORT_NAMES: tuple[str, ...] = (*(spec.role.value for spec in SERVICES), GATEWAY_HTTP_PORT)
+
+
+# What a demo run keeps for the next one: generated keys, the HA login, ports, HA's config dir.
+DEFAULT_DIR = CACHE / "demo"
+
+
+def _key() -> str:
+    return secrets.token_urlsafe(32)
+
+
+@dataclass
+class DemoState:
+    """Persisted in <dir>/state.json (mode 0600): secrets never leave it or the config dir."""
+
+    llama_key: str = field(default_factory=_key)
+    proxy_key: str = field(default_factory=_key)  # the proxy's general key
+    agent_key: str = field(default_factory=_key)  # the proxy's agent key: what HA is given
+    username: str = "demo"
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(12))
+    onboarded: bool = False
+    wyoming_port: int | None = None
+    proxy_url: str | None = None  # what HA's voice_stack entry points at
+    ports: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, directory: Path) -> DemoState:
+        path = directory / "state.json"
+        if path.is_file():
+            data = json.loads(path.read_text())
+            known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+            return cls(**known)
+        return cls()
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / "state.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        os.chmod(tmp, 0o600)
+        tmp.replace(path)
+
+    def assign_ports(self) -> None:
+        """Keep last run's ports when they are still free (HA's entries point at them)."""
+        for name in PORT_NAMES:
+            port = self.ports.get(name)
+            if port is None or not _port_free(port):
+                self.ports[name] = _fresh_port(set(self.ports.values()))
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _fresh_port(taken: set[int]) -> int:
+    while (port := free_port()) in taken:
+        pass
+    return port
+
+
+# Start the demo's real servers on loopback, in dependency order, and stop them all for sure.
 DEFAULT_MODEL = "smollm2"
 LLAMA_THREADS = 1  # -t 2 on 2 busy cores was 20x slower (spin-waiting threads)
 CTX_PER_SLOT = 4096  # SmolLM2 gets no tools: its prompt is under 200 tokens

@@ -1,22 +1,80 @@
 """The spoken requests: a command HA's own intents handle, a question for our agent, and a
-follow-up in the same conversation, where the slot's prompt cache shows."""
+follow-up in the same conversation, where the slot's prompt cache shows; their speech
+(synthesized by the local speech server) and the WAV files people hear.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import wave
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..assist import AssistError, AssistRun, run_utterance
+import aiohttp
+
+from ..assist import AssistError, AssistRun, run_utterance, trim_silence
 from ..assist_timings import AssistTimings
 from ..ha_client import HomeAssistantClient
-from . import audio, observe
-from .console import log
-from .errors import DemoError
+from . import observe
 from .provision import Setup
+from .services import DemoError, log
+
+# The requests' speech (synthesized by the local speech server) and the WAV files people hear.
+RATE = 16000
+TIMEOUT = aiohttp.ClientTimeout(total=60, connect=5)
+
+
+async def synthesize_request(speech_url: str, text: str, log_path: str) -> bytes:
+    """16 kHz 16-bit mono PCM of `text`, from the speech server's OpenAI /v1/audio/speech;
+    speech only (the assist runner adds the silence a person leaves around it)."""
+    body = {"model": "piper-joe", "voice": "joe", "input": text,
+            "response_format": "pcm", "sample_rate": RATE}  # fmt: skip
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=TIMEOUT) as session,
+            session.post(f"{speech_url}/v1/audio/speech", json=body) as resp,
+        ):
+            if resp.status != 200:
+                detail = (await resp.text())[:200]
+                raise DemoError(
+                    "speech server", f"synthesis HTTP {resp.status}: {detail}", log_path
+                )
+            pcm = await resp.read()
+    except (aiohttp.ClientError, TimeoutError) as err:
+        raise DemoError("speech server", f"synthesis failed: {err!r}", log_path) from err
+    return trim_silence(pcm)
+
+
+def write_wav(path: Path, pcm: bytes, rate: int = RATE) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(pcm)
+
+
+async def to_wav(ffmpeg: str, audio: bytes, path: Path) -> float:
+    """Decode HA's reply audio (mp3 by default) into a WAV file; returns its duration in s."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    proc = await asyncio.create_subprocess_exec(
+        ffmpeg, "-hide_banner", "-loglevel", "error", "-y", "-i", "pipe:0",
+        "-ac", "1", "-f", "wav", str(path),
+        stdin=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        _out, err = await asyncio.wait_for(proc.communicate(audio), 60)
+    except TimeoutError as exc:
+        proc.kill()
+        raise DemoError("ffmpeg", "decoding the reply audio took over 60 s") from exc
+    if proc.returncode != 0:
+        raise DemoError("ffmpeg", f"could not decode the reply audio: {err.decode()[:200]}")
+    with wave.open(str(path), "rb") as wav:
+        return wav.getnframes() / float(wav.getframerate())
+
 
 AGENT_SERVICE = "conversation agent (voice_stack -> auth proxy -> llama-server)"
 LIGHT_WAIT_S = 10.0
@@ -162,8 +220,8 @@ async def run_turn(
     ctx: TurnContext, number: int, request: Request, conversation_id: str | None
 ) -> Turn:
     """Synthesize, speak, then read back the light, the agent's timings and the reply audio."""
-    pcm = await audio.synthesize_request(ctx.speech_url, request.text, ctx.speech_log)
-    audio.write_wav(ctx.output / f"request-{number}.wav", pcm)
+    pcm = await synthesize_request(ctx.speech_url, request.text, ctx.speech_log)
+    write_wav(ctx.output / f"request-{number}.wav", pcm)
     await clear_tts_cache(ctx.ha)  # what a user gets: the gateway's TTS, not HA's memory
     is_command = request.kind == "command"
     light_before = await _state_of(ctx.ha, ctx.setup.light_entity) if is_command else None
@@ -174,12 +232,12 @@ async def run_turn(
     expect_on = local or ctx.agent_controls_devices
     light_after = await _light_after(ctx, expect_on) if is_command else None
     wav = ctx.output / f"reply-{number}.wav"
-    reply_s = await audio.to_wav(ctx.ffmpeg, run.audio, wav) if run.audio else 0.0
+    reply_s = await to_wav(ctx.ffmpeg, run.audio, wav) if run.audio else 0.0
     return Turn(
         number=number,
         kind=request.kind,
         text=request.text,
-        speech_s=len(pcm) / 2 / audio.RATE,
+        speech_s=len(pcm) / 2 / RATE,
         transcript=run.transcript,
         reply=" ".join(run.reply.split()),
         answered_locally=local,
