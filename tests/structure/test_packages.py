@@ -1,6 +1,6 @@
-"""The shape of the two Python packages users install: no import cycle (type-only imports
-count). Modules are cut by concern, not by length (HA core keeps a platform in one file), so
-there is no line cap."""
+"""The shape of the two Python packages users install, and of the harness's, the demo's and the
+end-to-end benchmark's: no import cycle (type-only imports count). Modules are cut by concern,
+not by length (HA core keeps a platform in one file), so there is no line cap."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGES = {
     "voice_stack": REPO / "custom_components" / "voice_stack",
     "voice_stack_gateway": REPO / "gateway" / "src" / "voice_stack_gateway",
+    "voice_stack_dev": REPO / "dev" / "voice_stack_dev",
+    "voice_stack_dev.demo": REPO / "dev" / "voice_stack_dev" / "demo",
+    "voice_stack_bench.e2e": REPO / "bench" / "voice_stack_bench" / "e2e",
 }
 
 
@@ -25,7 +28,7 @@ def imports_of(path: Path, package: str) -> set[str]:
                 names = [node.module] if node.module else [a.name for a in node.names]
                 found.update(name.split(".")[0] for name in names if name)
             elif node.module and node.module.startswith(f"{package}."):
-                found.add(node.module.split(".")[1])
+                found.add(node.module.removeprefix(f"{package}.").split(".")[0])
     return found
 
 
