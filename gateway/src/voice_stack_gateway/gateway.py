@@ -17,6 +17,7 @@ from .config import Settings
 from .connection import Connection
 from .discovery import Advertiser
 from .errors import BUSY, GatewayError
+from .heap import HeapTrimmer, glibc_trim
 from .http_side import build_app
 from .metrics import Kind, Metrics
 from .protocol import MAX_HEADER
@@ -53,6 +54,7 @@ class Gateway:
         self._advertiser: Advertiser | None = None
         self.connections: set[Connection] = set()
         self._serving: set[asyncio.Task[Any]] = set()  # the connections' own tasks
+        self.heap = HeapTrimmer(glibc_trim())
         self.port = 0
         self.http_port = 0
 
@@ -106,6 +108,8 @@ class Gateway:
             self.connections.discard(conn)
             if serving is not None:
                 self._serving.discard(serving)
+            if not self.connections:
+                self.heap.idle()
         _LOGGER.debug("connection closed after %.1f s", time.perf_counter() - started)
 
     async def stop(self) -> None:
