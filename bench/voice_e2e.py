@@ -56,7 +56,7 @@ from voice_stack_bench.e2e.turns import QUESTIONS
 from voice_stack_dev.demo.ha_config import check_environment
 from voice_stack_dev.demo.services import DemoError, Role
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
-from voice_stack_dev.speech_asr import DEFAULT_DELAY_MS, MODES
+from voice_stack_dev.speech_asr import add_mode_arguments
 
 WARM_UP = "What is the capital of Portugal?"
 # Two satellites at once: requests whose replies run to the length limit, so that the first
@@ -149,13 +149,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--pairs", type=int, default=3, help="two-satellite pairs per variant (0: no phase 2)"
     )
-    parser.add_argument(
-        "--asr", type=_modes, default=MODES, help="ASR modes, in order (default: real,fast)"
-    )
-    parser.add_argument(
-        "--asr-delay-ms", type=float, default=DEFAULT_DELAY_MS,
-        help="fast mode's modelled ASR time (ms)",
-    )  # fmt: skip
+    add_mode_arguments(parser)
     parser.add_argument(
         "--stock-via-proxy",
         action="store_true",
@@ -166,13 +160,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.rounds, args.questions, args.pairs = 1, 1, 1
     args.questions = max(1, min(args.questions, len(QUESTIONS)))
     return args
-
-
-def _modes(value: str) -> tuple[str, ...]:
-    modes = tuple(m.strip() for m in value.split(",") if m.strip())
-    if not modes or any(m not in MODES for m in modes) or len(set(modes)) < len(modes):
-        raise argparse.ArgumentTypeError(f"a comma-separated list of {', '.join(MODES)}")
-    return modes
 
 
 async def _until_stopped(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:

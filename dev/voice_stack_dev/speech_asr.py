@@ -12,6 +12,7 @@ delay and the counts; `PUT /dev/asr` with `{"mode": ..., "delay_ms": ...}` switc
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import importlib
@@ -42,6 +43,26 @@ def speech_key(audio: Array, language: str | None) -> str:
     digest = hashlib.sha256(f"{language or 'en'}\n".encode())
     digest.update(trimmed.tobytes())
     return digest.hexdigest()
+
+
+def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
+    """A benchmark's `--asr` (the modes to run, in order; all by default) and `--asr-delay-ms`
+    (fast mode's modelled ASR time)."""
+    parser.add_argument(
+        "--asr", type=_modes, default=MODES,
+        help=f"ASR modes, in order (default: {','.join(MODES)}; fast is modelled)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--asr-delay-ms", type=float, default=DEFAULT_DELAY_MS,
+        help=f"fast mode's modelled ASR time (ms, default {DEFAULT_DELAY_MS:g})",
+    )  # fmt: skip
+
+
+def _modes(value: str) -> tuple[str, ...]:
+    modes = tuple(m.strip() for m in value.split(",") if m.strip())
+    if not modes or any(m not in MODES for m in modes) or len(set(modes)) < len(modes):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of {', '.join(MODES)}")
+    return modes
 
 
 def _delay(value: object) -> float | None:

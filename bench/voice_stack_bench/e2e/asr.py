@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 
 from voice_stack_dev.demo.services import DemoError
-from voice_stack_dev.speech_asr import HOW
+from voice_stack_dev.speech_asr import HOW, speech_key
 
 from .floor import TIMEOUT, asr_ms
 
@@ -41,12 +41,19 @@ async def set_asr_mode(speech_url: str, mode: str, delay_ms: float) -> dict[str,
         return state
 
 
-async def prime(speech_url: str, utterances: Iterable[bytes]) -> None:
-    """Whisper transcribes each utterance once as HA sends it (real mode): fast mode answers
-    with these transcripts."""
+async def prime(speech_url: str, utterances: Iterable[bytes]) -> int:
+    """Whisper transcribes each utterance once as the stack will send it (16 kHz PCM; the
+    speech server in real mode): fast mode answers with these transcripts. An utterance whose
+    speech (exact zeros trimmed, the memo's key) was sent before is skipped, since the memo keeps
+    the first transcript of a key; how many were transcribed."""
+    sent: set[str] = set()
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         for pcm in utterances:
-            await asr_ms(session, speech_url, pcm)
+            key = speech_key(memoryview(pcm[: len(pcm) // 2 * 2]).cast("h"), None)
+            if key not in sent:
+                sent.add(key)
+                await asr_ms(session, speech_url, pcm)
+    return len(sent)
 
 
 def mode_facts(
