@@ -2,6 +2,7 @@
 it cut the request short, and what transcript it got, against Home Assistant's fixed holds.
 
     PYTHONPATH=dev .cache/venv/ha11/bin/python bench/endpoint_bench.py [--quick] > result.json
+    ... bench/endpoint_bench.py --asr fast --asr-delay-ms 80   # one mode, another modelled delay
 
 Corpus: bench/endpoint_corpus.json (bench/voice_stack_bench/endpoint/corpus.py): complete
 requests, requests with a pause where they cannot end, and with a pause where they look complete,
@@ -16,8 +17,16 @@ sent: the gateway's end of turn at STT_ENDPOINT_MS=400 (the default) and 700, an
 transcription only, HA's default hold ends every turn), and, when the gateway offers it,
 STT_OWN_VAD=1 (no audio-stop until the cap). HA's three holds alone (0.25, 0.7, 1.25 s) on the
 same audio: where the segmenter ends it, and the speech server's transcript of the audio up to
-there, timed (what a plain STT after the hold answers). Progress to stderr, one JSON document to
-stdout.
+there, timed (what a plain STT after the hold answers).
+
+ASR modes (`--asr`, both by default, in order; the same servers, gateways and audio): `real` is
+the CPU whisper on every upload; `fast` is modelled, a GPU-class ASR: the speech server answers
+with whisper's own transcript of the same speech after a fixed delay (`--asr-delay-ms`, 80 ms),
+HA's holds alone included (their STT after the hold is that delay). Before the modes, whisper
+transcribes once every audio a turn sends the speech server (voice_stack_bench.e2e.asr.prime, as
+bench/voice_e2e.py primes it): the gateway's early request at each pause, and each hold's audio
+up to its end. Each mode reports its settings side by side, its goals, and what it modelled.
+Progress to stderr, one JSON document to stdout.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +53,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
 
+from voice_stack_bench.e2e.asr import asr_state, mode_facts, prime, set_asr_mode
 from voice_stack_bench.endpoint.corpus import (
     BYTES_PER_MS,
     RATE,
@@ -60,11 +71,19 @@ from voice_stack_bench.endpoint.report import report
 from voice_stack_dev.gateway import start_gateway
 from voice_stack_dev.paths import REPO
 from voice_stack_dev.procs import Service, free_port
+from voice_stack_dev.speech_asr import add_mode_arguments
 from voice_stack_dev.speech_server import STT_MODEL, start_speech_server
 
 LEAD_MS, CAP_MS, CHUNK_MS = 300, 15000, 20
 CHUNK_BYTES = CHUNK_MS * BYTES_PER_MS
 DEFAULT_HOLD_S = HOLDS_S["default"]
+EARLY_PAUSE_MS = 300  # the gateway's default STT_EARLY_PAUSE_MS: its early request's cut
+MODELLED = (
+    "every transcript_ms, and the ended_ms of turns the gateway ended (the transcript's arrival),"
+    " rest on the modelled ASR: the speech server answering with whisper's transcript of the same"
+    " speech, computed beforehand, after delay_ms; where HA's hold ended a turn (by ha_hold), its"
+    " ended_ms and cut_short are measured on the audio by HA's segmenter, as in real mode"
+)
 
 
 @dataclass(frozen=True)
@@ -159,14 +178,48 @@ async def stream_turn(port: int, audio: bytes, hold_s: float | None) -> Outcome:
             await asyncio.gather(upload, receive, return_exceptions=True)
 
 
+type HoldEnds = dict[str, dict[str, float | None]]  # utterance -> HA setting -> its end
+
+
+def hold_ends(spoken: list[Spoken]) -> HoldEnds:
+    """Where each of HA's holds ends each utterance's audio (None: it ran out of audio first);
+    the segmenter is deterministic, so once is enough for every mode."""
+    return {
+        sp.entry.id: {
+            name: hold_end_ms(sp.audio(LEAD_MS, CAP_MS), hold_s, CHUNK_BYTES)
+            for name, hold_s in HA_SETTINGS.items()
+        }
+        for sp in spoken
+    }
+
+
+def held_audio(audio: bytes, end: float | None) -> tuple[float, bytes]:
+    """A hold's end (the whole audio when it did not end) and the audio up to there."""
+    ended = end if end is not None else len(audio) / BYTES_PER_MS
+    return ended, audio[: int(ended) * BYTES_PER_MS]
+
+
 async def ha_hold_turn(
-    session: aiohttp.ClientSession, speech_url: str, audio: bytes, hold_s: float
+    session: aiohttp.ClientSession, speech_url: str, audio: bytes, end: float | None
 ) -> Outcome:
     """HA's hold alone: where it ends the audio, then the speech server's transcript of it."""
-    end = hold_end_ms(audio, hold_s, CHUNK_BYTES)
-    ended = end if end is not None else len(audio) / BYTES_PER_MS
-    text, asr_ms = await transcribe(session, speech_url, audio[: int(ended) * BYTES_PER_MS])
+    ended, held = held_audio(audio, end)
+    text, asr_ms = await transcribe(session, speech_url, held)
     return Outcome(ended, ended + asr_ms, "ha_hold" if end is not None else "cap", text)
+
+
+def asr_uploads(spoken: list[Spoken], ends: HoldEnds) -> list[bytes]:
+    """Every audio a turn sends the speech server, as it is sent: the gateway's early request
+    at each part's end (the stream so far, cut EARLY_PAUSE_MS into the silence), then each hold's
+    audio up to its end (HA's hold alone, and the gateway transcribing at HA's audio-stop).
+    Where a turn cuts inside the silence, the speech is the same (the memo's key)."""
+    uploads = []
+    for sp in spoken:
+        audio = sp.audio(LEAD_MS, CAP_MS)
+        uploads += [audio[: round((LEAD_MS + end + EARLY_PAUSE_MS) * BYTES_PER_MS)]
+                    for _start, end in sp.spans_ms]  # fmt: skip
+        uploads += [held_audio(audio, end)[1] for end in ends[sp.entry.id].values()]
+    return uploads
 
 
 def score(spoken: Spoken, outcome: Outcome) -> dict[str, Any]:
@@ -252,14 +305,14 @@ async def run_gateways(
 
 
 async def run_ha_holds(
-    speech_url: str, spoken: list[Spoken], results: dict[str, dict[str, Any]]
+    speech_url: str, spoken: list[Spoken], ends: HoldEnds, results: dict[str, dict[str, Any]]
 ) -> None:
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         for sp in spoken:
             audio = sp.audio(LEAD_MS, CAP_MS)
-            for name, hold_s in HA_SETTINGS.items():
+            for name, end in ends[sp.entry.id].items():
                 results[sp.entry.id][name] = score(
-                    sp, await ha_hold_turn(session, speech_url, audio, hold_s)
+                    sp, await ha_hold_turn(session, speech_url, audio, end)
                 )
             log(f"  {sp.entry.id}: " + _brief(results[sp.entry.id], list(HA_SETTINGS)))
 
@@ -283,18 +336,23 @@ async def warm_up(gateways: Gateways, spoken: list[Spoken], n: int) -> None:
 _TURN = re.compile(r"Turn (?:ended by|left to) .*$")
 
 
-def turn_reasons(log_path: Path) -> dict[str, int]:
-    """Why the gateway ended or left each turn (its debug log, warm-up included), counted with
-    the words and figures taken out."""
+def turn_reasons(log_path: Path, start: int = 0) -> dict[str, int]:
+    """Why the gateway ended or left each turn (its debug log from byte `start`, warm-up
+    included), counted with the words and figures taken out."""
     reasons: Counter[str] = Counter()
-    for line in log_path.read_text(errors="replace").splitlines():
+    with log_path.open("rb") as f:
+        f.seek(start)
+        text = f.read().decode(errors="replace")
+    for line in text.splitlines():
         if match := _TURN.search(line):
             why = re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", match.group(0))
             reasons[re.sub(r"\d+", "N", why)] += 1
     return dict(reasons.most_common())
 
 
-def setup_facts(args: argparse.Namespace, spoken: list[Spoken], logs: Path) -> dict[str, Any]:
+def setup_facts(
+    args: argparse.Namespace, spoken: list[Spoken], logs: Path, primed: tuple[int, int]
+) -> dict[str, Any]:
     trims = [t for sp in spoken for t in sp.trimmed_ms]
     return {
         "corpus": f"{len(spoken)} utterances of bench/endpoint_corpus.json"
@@ -309,7 +367,15 @@ def setup_facts(args: argparse.Namespace, spoken: list[Spoken], logs: Path) -> d
         "ha_hold": "HA 2026.11 VoiceCommandSegmenter(silence_seconds=S) on MicroVadSpeexEnhancer"
         "(0, 0, True) scores of 10 ms chunks (assist_pipeline defaults)",
         "ha_holds_alone": "the segmenter's end on the same audio; transcript: the speech server "
-        "(tiny.en) on the audio up to that end, timed, after the end",
+        "on the audio up to that end, timed, after the end (real: tiny.en; fast: modelled)",
+        "asr_modes": list(args.asr),
+        "asr": "real: faster-whisper tiny.en int8 on this CPU, every upload transcribed; fast: "
+        f"MODELLED, a GPU-class ASR, whisper's own transcript of the same speech after "
+        f"{args.asr_delay_ms:g} ms (asr_modes.fast.asr says how, and what it answered)",
+        "priming": f"before the modes, whisper transcribed once each distinct speech a turn "
+        f"sends the speech server: {primed[0]} of {primed[1]} uploads (the gateway's early "
+        f"request at each pause, {EARLY_PAUSE_MS} ms into the silence, then each hold's audio "
+        "up to its end; the same speech is the same memo key); fast mode answers with those",
         "gateway": f"voice-stack-gateway at {_commit(args.gateway_src)}, --stt-models "
         f"{STT_MODEL}, early transcription as by default (300 ms pause)",
         "times": "ms of audio after the last word (after_pause_ms: after the first part's last "
@@ -328,9 +394,66 @@ def _commit(gateway_src: Path | None) -> str:
     return f"the working tree (HEAD {head})"
 
 
+@dataclass(frozen=True)
+class Run:
+    """What every mode runs on: the same servers, gateways and audio."""
+
+    args: argparse.Namespace
+    logs: Path
+    speech_url: str
+    gateways: Gateways
+    spoken: list[Spoken]
+    ends: HoldEnds
+    classes: dict[str, str]
+
+
+async def run_mode(run: Run, mode: str) -> dict[str, Any]:
+    """Every utterance through every setting with the speech server in `mode`; the mode's
+    report: its ASR said plainly, settings side by side per class, goals, every utterance."""
+    delay = run.args.asr_delay_ms
+    log(f"ASR mode {mode}" + (f" (modelled: {delay:g} ms)" if mode == "fast" else ""))
+    load_start, started = os.getloadavg(), time.monotonic()
+    before = await set_asr_mode(run.speech_url, mode, delay)
+    log_at = {n: (run.logs / f"{n}.log").stat().st_size for n in run.gateways.running}
+    await warm_up(run.gateways, run.spoken, 1 if run.args.quick else 2)
+    results: dict[str, dict[str, Any]] = {sp.entry.id: {} for sp in run.spoken}
+    log("streaming every utterance through every gateway in real time")
+    await run_gateways(run.gateways, run.spoken, results)
+    log("HA's holds alone on the same audio")
+    await run_ha_holds(run.speech_url, run.spoken, run.ends, results)
+    after = await asr_state(run.speech_url)
+    reasons = {n: turn_reasons(run.logs / f"{n}.log", at) for n, at in log_at.items()}
+    stt = "the STT (tiny.en)"
+    if mode == "fast":
+        stt = f"the STT (modelled: whisper's transcript after {delay:g} ms)"
+    settings = {s.name: s.about for s in GATEWAY_SETTINGS if s.name in run.gateways.running}
+    settings |= {n: f"HA's {s} s hold alone (its segmenter), then {stt}" for n, s in
+                 HA_SETTINGS.items()}  # fmt: skip
+    doc = report(run.spoken, results, settings, run.classes, LEAD_MS)
+    facts = mode_facts(mode, delay, before, after)
+    return {
+        "asr": facts,
+        **({"modelled_figures": MODELLED} if facts["modelled"] else {}),
+        "gateway_turn_reasons": reasons,
+        **doc,
+        "load_average": {"start": load_start, "end": os.getloadavg()},
+        "elapsed_s": round(time.monotonic() - started, 1),
+    }
+
+
+async def run_modes(run: Run) -> tuple[tuple[int, int], dict[str, Any]]:
+    """Whisper's transcripts primed (real mode), then every mode in order."""
+    uploads = asr_uploads(run.spoken, run.ends)
+    log(f"whisper transcribes every distinct speech a turn sends once ({len(uploads)} uploads)")
+    await set_asr_mode(run.speech_url, "real", run.args.asr_delay_ms)
+    primed = (await prime(run.speech_url, uploads), len(uploads))
+    return primed, {mode: await run_mode(run, mode) for mode in run.args.asr}
+
+
 def measure(
     args: argparse.Namespace, logs: Path, stop: Callable[[Service], None]
 ) -> dict[str, Any]:
+    load_start = os.getloadavg()
     corpus = load_corpus()
     entries = tuple(e for e in corpus.entries if not args.quick or e.id in corpus.quick)
     log(f"starting the speech server (logs in {logs})")
@@ -340,25 +463,17 @@ def measure(
     spoken = asyncio.run(speak(speech.url, entries))
     gateways = start_gateways(speech, logs, args.gateway_src, stop)
     try:
-        results: dict[str, dict[str, Any]] = {e.id: {} for e in entries}
         log(f"gateways: {sorted(gateways.running)}; skipped: {gateways.skipped or 'none'}")
-        asyncio.run(warm_up(gateways, spoken, 1 if args.quick else 2))
-        log("streaming every utterance through every gateway in real time")
-        asyncio.run(run_gateways(gateways, spoken, results))
+        run = Run(args, logs, speech.url, gateways, spoken, hold_ends(spoken), corpus.classes)
+        primed, modes = asyncio.run(run_modes(run))
     finally:
         gateways.stop()
-    log("HA's holds alone on the same audio")
-    asyncio.run(run_ha_holds(speech.url, spoken, results))
-    settings = {s.name: s.about for s in GATEWAY_SETTINGS if s.name in gateways.running}
-    settings |= {n: f"HA's {s} s hold alone (its segmenter), then the STT" for n, s in
-                 HA_SETTINGS.items()}  # fmt: skip
-    doc = report(spoken, results, settings, corpus.classes, LEAD_MS)
-    reasons = {n: turn_reasons(logs / f"{n}.log") for n in gateways.running}
     return {
-        "setup": setup_facts(args, spoken, logs),
+        "setup": setup_facts(args, spoken, logs, primed),
         "skipped": gateways.skipped,
-        "gateway_turn_reasons": reasons,
-        **doc,
+        "goals": {mode: m["goals"] for mode, m in modes.items()},
+        "asr_modes": modes,
+        "load_average": {"start": load_start, "end": os.getloadavg()},
     }
 
 
@@ -368,6 +483,7 @@ def main() -> None:
     parser.add_argument(
         "--gateway-src", type=Path, help="run the gateway from this source tree (a snapshot)"
     )
+    add_mode_arguments(parser)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers on the way out
     logs = Path(tempfile.mkdtemp(prefix="endpoint-bench-"))
