@@ -1,8 +1,10 @@
 """bench/endpoint_bench.py --quick for real (the speech server, the gateways, HA 2026.11's
-segmenter): the JSON's shape and the invariants the bench's design promises. No figure is timed
-(the figures go to docs/benchmarks.md); what is asserted follows from the audio and the rules:
-HA's segmenter is deterministic on the same audio, a turn's end precedes or equals its
-transcript, and the report's summaries are the per-utterance rows added up."""
+segmenter), in both ASR modes (real whisper, and fast: modelled): the JSON's shape and the
+invariants the bench's design promises. No figure is timed (the figures go to
+docs/benchmarks.md); what is asserted follows from the audio and the rules: HA's segmenter is
+deterministic on the same audio, a turn's end precedes or equals its transcript, the report's
+summaries are the per-utterance rows added up, and fast mode answers every upload with whisper's
+transcript of the same speech, said plainly in the JSON."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 from voice_stack_bench.endpoint.corpus import load_corpus, normalize
 from voice_stack_dev.paths import REPO, venv_bin
+from voice_stack_dev.speech_asr import DEFAULT_DELAY_MS, HOW, MODES
 
 from .demo_process import run_stopping_cleanly
 
@@ -41,27 +44,78 @@ def bench(service_logs: Path) -> dict[str, Any]:
     return report
 
 
-def _rows(bench: dict[str, Any], setting: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    return [(u, u["results"][setting]) for u in bench["utterances"]]
+@pytest.fixture(params=MODES)
+def run(bench: dict[str, Any], request: pytest.FixtureRequest) -> dict[str, Any]:
+    """One ASR mode's report: its settings, per class, goals and every utterance."""
+    mode: dict[str, Any] = bench["asr_modes"][request.param]
+    return mode
 
 
-def test_every_setting_ran_or_says_why_not(bench: dict[str, Any]) -> None:
-    settings = set(bench["settings"])
+def _rows(run: dict[str, Any], setting: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(u, u["results"][setting]) for u in run["utterances"]]
+
+
+def test_both_modes_ran_and_say_what_is_modelled(bench: dict[str, Any]) -> None:
+    assert bench["setup"]["asr_modes"] == list(MODES) == list(bench["asr_modes"])
+    assert bench["goals"] == {m: r["goals"] for m, r in bench["asr_modes"].items()}
+    real, fast = bench["asr_modes"]["real"], bench["asr_modes"]["fast"]
+    assert real["asr"]["modelled"] is False
+    assert "modelled_figures" not in real
+    facts = fast["asr"]
+    assert facts["modelled"] is True
+    assert facts["delay_ms"] == DEFAULT_DELAY_MS
+    assert facts["transcript"] == HOW
+    # every upload was primed: fast mode ran whisper on none of them
+    assert facts["misses_transcribed_by_whisper"] == 0
+    assert facts["answered_from_whisper_transcript"] > 0
+    assert isinstance(fast["modelled_figures"], str)
+    assert fast["modelled_figures"]
+    assert all("modelled" in fast["settings"][h] for h in HA_HOLDS)
+    assert not any("modelled" in real["settings"][h] for h in HA_HOLDS)
+    # HA's holds end the audio where they end it whatever the ASR
+    for u_real, u_fast in zip(real["utterances"], fast["utterances"], strict=True):
+        assert u_real["id"] == u_fast["id"]
+        for h in HA_HOLDS:
+            assert u_real["results"][h]["ended_ms"] == u_fast["results"][h]["ended_ms"]
+
+
+def test_fast_mode_answers_whisper_s_transcript_of_the_same_speech(bench: dict[str, Any]) -> None:
+    """Every turn that ended after the last word sent the whole speech, and every turn that
+    ended inside the pause the first part alone: in fast mode they got one transcript each."""
+    fast = bench["asr_modes"]["fast"]
+    for u in fast["utterances"]:
+        rows = u["results"].values()
+        whole = {r["transcript"] for r in rows if not r["cut_short"]}
+        head = {r["transcript"] for r in rows if _in_pause(r["after_pause_ms"], u["pause_ms"])}
+        assert len(whole) <= 1, (u["id"], whole)
+        assert len(head) <= 1, (u["id"], head)
+        # HA's holds alone wait out the modelled ASR after their end (a bound, not a figure)
+        for h in HA_HOLDS:
+            r = u["results"][h]
+            assert r["transcript_ms"] - r["ended_ms"] >= DEFAULT_DELAY_MS, (u["id"], h)
+
+
+def _in_pause(after_pause_ms: float | None, pause_ms: int) -> bool:
+    return after_pause_ms is not None and 0 <= after_pause_ms <= pause_ms
+
+
+def test_every_setting_ran_or_says_why_not(bench: dict[str, Any], run: dict[str, Any]) -> None:
+    settings = set(run["settings"])
     assert settings >= {*HA_HOLDS, *FALLBACK}
     assert (OWN_VAD in settings) != (OWN_VAD in bench["skipped"])
     assert all(isinstance(why, str) and why for why in bench["skipped"].values())
-    reasons = bench["gateway_turn_reasons"]
+    reasons = run["gateway_turn_reasons"]
     assert set(reasons) == {n for n in settings if n.startswith("gateway_")}
     assert all(isinstance(n, int) and n > 0 for r in reasons.values() for n in r.values())
     corpus = load_corpus()
-    assert [u["id"] for u in bench["utterances"]] == list(corpus.quick)
-    for u in bench["utterances"]:
+    assert [u["id"] for u in run["utterances"]] == list(corpus.quick)
+    for u in run["utterances"]:
         assert set(u["results"]) == settings
         assert all(set(r) == RECORD for r in u["results"].values())
 
 
-def test_each_turn_is_consistent(bench: dict[str, Any]) -> None:
-    for u in bench["utterances"]:
+def test_each_turn_is_consistent(run: dict[str, Any]) -> None:
+    for u in run["utterances"]:
         text = " ".join(u["parts"])
         for name, r in u["results"].items():
             assert r["cut_short"] == (r["ended_ms"] < 0), (u["id"], name)
@@ -73,40 +127,40 @@ def test_each_turn_is_consistent(bench: dict[str, Any]) -> None:
                 assert r["transcript_ms"] == r["ended_ms"]  # the transcript ends the turn
 
 
-def test_ha_holds_are_ordered_on_the_same_audio(bench: dict[str, Any]) -> None:
-    for u in bench["utterances"]:
+def test_ha_holds_are_ordered_on_the_same_audio(run: dict[str, Any]) -> None:
+    for u in run["utterances"]:
         ends = [u["results"][h]["ended_ms"] for h in HA_HOLDS]
         assert ends == sorted(ends), u["id"]
         assert all(u["results"][h]["by"] == "ha_hold" for h in HA_HOLDS)
 
 
-def test_a_hold_through_the_gateway_ends_where_the_hold_alone_does(bench: dict[str, Any]) -> None:
+def test_a_hold_through_the_gateway_ends_where_the_hold_alone_does(run: dict[str, Any]) -> None:
     """The client's HA segmenter and the offline one see the same audio: same end, exactly."""
     for name in FALLBACK:
-        for u, r in _rows(bench, name):
+        for u, r in _rows(run, name):
             assert r["by"] in {"gateway", "ha_hold"}, (u["id"], name)
             if r["by"] == "ha_hold":
                 assert r["ended_ms"] == u["results"]["ha_0.7"]["ended_ms"], (u["id"], name)
-    assert {r["by"] for _u, r in _rows(bench, "gateway_off")} == {"ha_hold"}
-    if OWN_VAD in bench["settings"]:
-        assert {r["by"] for _u, r in _rows(bench, OWN_VAD)} <= {"gateway", "cap"}
+    assert {r["by"] for _u, r in _rows(run, "gateway_off")} == {"ha_hold"}
+    if OWN_VAD in run["settings"]:
+        assert {r["by"] for _u, r in _rows(run, OWN_VAD)} <= {"gateway", "cap"}
 
 
 def test_no_complete_request_is_cut_and_the_gateway_never_cuts_one_that_cannot_end(
-    bench: dict[str, Any],
+    run: dict[str, Any],
 ) -> None:
-    for name in bench["settings"]:
-        for u, r in _rows(bench, name):
+    for name in run["settings"]:
+        for u, r in _rows(run, name):
             if u["class"] == "complete":
                 assert not r["cut_short"], (u["id"], name)
             if u["class"] == "pause_cannot_end" and r["by"] == "gateway":
                 assert not r["cut_short"], (u["id"], name, r["transcript"])
 
 
-def test_summaries_add_up(bench: dict[str, Any]) -> None:
-    for name, classes in bench["by_class"].items():
+def test_summaries_add_up(run: dict[str, Any]) -> None:
+    for name, classes in run["by_class"].items():
         for kind, summary in classes.items():
-            rows = [r for u, r in _rows(bench, name) if u["class"] == kind]
+            rows = [r for u, r in _rows(run, name) if u["class"] == kind]
             assert summary["n"] == len(rows)
             assert summary["cut_short"] == sum(r["cut_short"] for r in rows)
             assert summary["ended_by"] == {
@@ -114,10 +168,10 @@ def test_summaries_add_up(bench: dict[str, Any]) -> None:
             }
             median = statistics.median(r["ended_ms"] for r in rows)
             assert summary["ended_ms"]["median"] == round(median, 1)
-    goals = bench["goals"]
+    goals = run["goals"]
     cuts = goals["cannot_end_cut_short"]
     assert cuts["cut_short"] == {
-        n: c["pause_cannot_end"]["cut_short"] for n, c in bench["by_class"].items()
+        n: c["pause_cannot_end"]["cut_short"] for n, c in run["by_class"].items()
     }
     for name in ("gateway_400", "gateway_700"):
         assert cuts[f"{name}_met"] == (cuts["cut_short"][name] <= cuts["cut_short"]["ha_0.7"])
