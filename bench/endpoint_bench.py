@@ -334,6 +334,8 @@ async def warm_up(gateways: Gateways, spoken: list[Spoken], n: int) -> None:
 
 
 _TURN = re.compile(r"Turn (?:ended by|left to) .*$")
+# a quoted transcript: its apostrophes inside words ("What's") are its own, "client's" is not one
+_QUOTED = re.compile(r"(?<!\w)'(?:[^']|'(?=\w))*'(?!\w)|\"[^\"]*\"")
 
 
 def turn_reasons(log_path: Path, start: int = 0) -> dict[str, int]:
@@ -345,7 +347,7 @@ def turn_reasons(log_path: Path, start: int = 0) -> dict[str, int]:
         text = f.read().decode(errors="replace")
     for line in text.splitlines():
         if match := _TURN.search(line):
-            why = re.sub(r"'[^']*'|\"[^\"]*\"", "'...'", match.group(0))
+            why = _QUOTED.sub("'...'", match.group(0))
             reasons[re.sub(r"\d+", "N", why)] += 1
     return dict(reasons.most_common())
 
