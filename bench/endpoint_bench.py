@@ -54,6 +54,7 @@ from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
 
 from voice_stack_bench.e2e.asr import asr_state, mode_facts, prime, set_asr_mode
+from voice_stack_bench.e2e.floor import transcribe
 from voice_stack_bench.endpoint.corpus import (
     BYTES_PER_MS,
     RATE,
@@ -63,7 +64,6 @@ from voice_stack_bench.endpoint.corpus import (
     load_corpus,
     normalize,
     speak,
-    transcribe,
     word_error_rate,
 )
 from voice_stack_bench.endpoint.ha_hold import HOLDS_S, HaHold, hold_end_ms

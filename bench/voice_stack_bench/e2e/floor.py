@@ -67,8 +67,10 @@ class FloorTarget:
     max_tokens: int
 
 
-async def asr_ms(session: aiohttp.ClientSession, speech_url: str, pcm: bytes) -> float:
-    """The speech server's own time to transcribe 16 kHz PCM (uploaded as WAV)."""
+async def transcribe(
+    session: aiohttp.ClientSession, speech_url: str, pcm: bytes
+) -> tuple[str, float]:
+    """The speech server's transcript of 16 kHz PCM (uploaded as WAV) and its time in ms."""
     form = aiohttp.FormData()
     form.add_field("file", wav(pcm, 16000), filename="audio.wav", content_type="audio/wav")
     form.add_field("model", STT_MODEL)
@@ -76,8 +78,13 @@ async def asr_ms(session: aiohttp.ClientSession, speech_url: str, pcm: bytes) ->
     started = time.monotonic()
     async with session.post(f"{speech_url}/v1/audio/transcriptions", data=form) as resp:
         resp.raise_for_status()
-        await resp.read()
-    return (time.monotonic() - started) * 1000
+        text = str((await resp.json())["text"])
+    return text, (time.monotonic() - started) * 1000
+
+
+async def asr_ms(session: aiohttp.ClientSession, speech_url: str, pcm: bytes) -> float:
+    """The speech server's own time to transcribe 16 kHz PCM (uploaded as WAV)."""
+    return (await transcribe(session, speech_url, pcm))[1]
 
 
 async def tts_first_byte_ms(

@@ -13,15 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 
 from voice_stack_dev.paths import CACHE, REPO
-from voice_stack_dev.speech_server import STT_MODEL, TTS_MODEL, VOICE
-from voice_stack_dev.wavs import wav
+from voice_stack_dev.speech_server import TTS_MODEL, VOICE
 
 RATE = 16000
 BYTES_PER_MS = RATE * 2 // 1000
@@ -119,21 +117,6 @@ async def speak(speech_url: str, entries: tuple[Entry, ...]) -> list[Spoken]:
                 cuts.append((round(before, 1), round(after, 1)))
             spoken.append(Spoken(entry, speech, tuple(spans), tuple(cuts)))
     return spoken
-
-
-async def transcribe(
-    session: aiohttp.ClientSession, speech_url: str, pcm: bytes
-) -> tuple[str, float]:
-    """The speech server's transcript of 16 kHz PCM (uploaded as WAV) and its time in ms."""
-    form = aiohttp.FormData()
-    form.add_field("file", wav(pcm, RATE), filename="audio.wav", content_type="audio/wav")
-    form.add_field("model", STT_MODEL)
-    form.add_field("language", "en")
-    started = time.monotonic()
-    async with session.post(f"{speech_url}/v1/audio/transcriptions", data=form) as resp:
-        resp.raise_for_status()
-        text = str((await resp.json())["text"])
-    return text, (time.monotonic() - started) * 1000
 
 
 _ONES = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
