@@ -115,15 +115,33 @@ class Engines:
 
 
 def _bounded_session(model_path: Path) -> Any:
-    """Piper's ONNX session without the memory-pattern cache: onnxruntime keeps one pattern
-    per input shape, and every new sentence length is a new shape, so the arena grew with each
-    (RSS +120 % over 50 minutes of a soak; flat without it, at the same speed: benchmarks.md)."""
+    """Piper's ONNX session with its memory bounded (RSS +120 % over 50 minutes of a soak
+    before; docs/benchmarks.md): no memory-pattern cache (onnxruntime keeps one pattern per input
+    shape, and every new sentence length is a new shape), and the arena's free regions given
+    back after every run (it otherwise keeps the peak of the longest piece it was given)."""
     onnxruntime = importlib.import_module("onnxruntime")
     options = onnxruntime.SessionOptions()
     options.enable_mem_pattern = False
-    return onnxruntime.InferenceSession(
+    session = onnxruntime.InferenceSession(
         str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
     )
+    run_options = onnxruntime.RunOptions()
+    run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    return _ShrinkingSession(session, run_options)
+
+
+class _ShrinkingSession:
+    """An ONNX session whose every run (piper calls `run(None, feed)`) shrinks the arena."""
+
+    def __init__(self, session: Any, run_options: Any) -> None:
+        self._session = session
+        self._run_options = run_options
+
+    def run(self, output_names: Any, input_feed: Any, run_options: Any = None) -> Any:
+        return self._session.run(output_names, input_feed, run_options or self._run_options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
 
 
 def synthesis_pieces(text: str, max_words: int = MAX_PIECE_WORDS) -> list[str]:

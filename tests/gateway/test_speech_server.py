@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
 
 import aiohttp
 
+from voice_stack_dev.paths import REPO, venv_bin
 from voice_stack_dev.procs import Service
 from voice_stack_dev.speech_server import synthesis_pieces
 
@@ -56,3 +60,32 @@ async def test_a_run_on_sentence_is_spoken_whole(speech_server: Service) -> None
         audio = await resp.read()
     # 88 words at piper's pace (about 5 words a second) are some 18 s of 24 kHz audio
     assert len(audio) > 15 * 24000 * 2
+
+
+SPY = """
+import json
+from voice_stack_dev.speech_server import Engines
+engines = Engines(1)
+session = engines.voice.session
+seen = []
+
+
+class Spy:
+    def run(self, names, feed, options):
+        seen.append(options.get_run_config_entry("memory.enable_memory_arena_shrinkage"))
+        return real.run(names, feed, options)
+
+
+real, session._session = session._session, Spy()
+list(engines.sentences("Turn on the light. The hall is dark.", 1.0))
+print(json.dumps(seen))
+"""
+
+
+def test_every_synthesis_gives_the_arena_back() -> None:
+    # the arena otherwise keeps the peak of the longest piece so far: RSS ratchets up for hours
+    done = subprocess.run(
+        [str(venv_bin("speech", "python")), "-c", SPY], capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "dev")}, timeout=120, check=True,
+    )  # fmt: skip
+    assert json.loads(done.stdout.splitlines()[-1]) == ["cpu:0", "cpu:0"]
