@@ -5,7 +5,8 @@ fixed delay, when the server has transcribed that speech before (a miss runs whi
 Speech is recognised by its samples with the exact zeros trimmed from both ends: the benchmark
 streams digital silence around its piper speech, so the audio Home Assistant sends at its
 audio-stop and the shorter audio a gateway sends at the first pause carry the same key. Every
-real transcription is remembered (the first one of a key stays), so a benchmark primes the
+real transcription is remembered (the first one of a key stays; the oldest go past MEMO_LIMIT, so
+a server that runs for hours stays bounded), so a benchmark primes the
 memo by transcribing each utterance once in `real` mode. `GET /dev/asr` reports the mode, the
 delay and the counts; `PUT /dev/asr` with `{"mode": ..., "delay_ms": ...}` switches it.
 """
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 MODES = ("real", "fast")
 DEFAULT_DELAY_MS = 80.0
+MEMO_LIMIT = 4096  # transcripts kept; a benchmark primes about 120, a soak's turns are unbounded
 HOW = (
     "faster-whisper tiny.en's own transcript of the same speech samples (exact zeros trimmed "
     "from both ends), computed by this speech server beforehand in real mode, then answered "
@@ -106,7 +108,11 @@ class AsrMemo:
         return words
 
     def remember(self, key: str, words: Words) -> None:
-        self.transcripts.setdefault(key, list(words))
+        if key in self.transcripts:
+            return
+        if len(self.transcripts) >= MEMO_LIMIT:  # the oldest goes (dicts keep insertion order)
+            del self.transcripts[next(iter(self.transcripts))]
+        self.transcripts[key] = list(words)
 
     def state(self) -> dict[str, Any]:
         return {"mode": self.mode, "delay_ms": self.delay_ms, "cached": len(self.transcripts),

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from voice_stack_bench.e2e.asr import mode_facts
 from voice_stack_bench.e2e.modes import GOALS_VS_STOCK, goal
-from voice_stack_dev.speech_asr import AsrMemo, Transcriber, speech_key
+from voice_stack_dev.speech_asr import MEMO_LIMIT, AsrMemo, Transcriber, speech_key
 from voice_stack_dev.speech_server import build_app
 from voice_stack_dev.wavs import wav
 
@@ -74,6 +74,18 @@ def test_fast_mode_answers_from_the_first_transcript_and_counts_misses() -> None
     assert memo.fast_answer("k") == ["one"]
     assert memo.fast_answer("other") is None
     assert (memo.hits, memo.misses) == (1, 1)
+
+
+def test_the_memo_keeps_at_most_its_limit_dropping_the_oldest() -> None:
+    memo = AsrMemo(mode="fast")
+    for i in range(MEMO_LIMIT + 2):
+        memo.remember(str(i), [str(i)])
+    memo.remember("2", ["again"])  # a kept key is not refreshed
+    assert len(memo.transcripts) == MEMO_LIMIT
+    assert memo.fast_answer("0") is None
+    assert memo.fast_answer("1") is None
+    assert memo.fast_answer("2") == ["2"]
+    assert memo.fast_answer(str(MEMO_LIMIT + 1)) == [str(MEMO_LIMIT + 1)]
 
 
 async def test_transcriber_runs_whisper_in_real_mode_and_on_a_fast_miss_only() -> None:
