@@ -467,8 +467,8 @@ COUNTS = ("fds", "sockets", "to_stack", "tasks", "our_tasks")  # what a leak mak
 def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[str, Any]]:
     """RSS, descriptors and tasks of each of the service's processes (a restart starts a new
     one) from `since` on, each from SETTLE_S after it started. RSS: the median of its first
-    three samples against that of its last three. Counts (which a turn in flight moves by one
-    or two): the median of the first third of the samples against that of the last third."""
+    three samples against that of its last three. Counts: the floor (fewest) of the first third
+    of the samples against that of the last third (floors)."""
     lives: dict[int, list[tuple[float, dict[str, Any]]]] = {}
     for row in usage:
         if (u := row.get(role.value)) is not None:
@@ -487,17 +487,20 @@ def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[s
             "rss_mb": [round(rss0 / 1024, 1), round(rss1 / 1024, 1)],
             "rss_growth_pct": round(100 * (rss1 - rss0) / rss0, 2) if rss0 else None,
             "max_rss_mb": round(max(rss) / 1024, 1),
-            **{key: thirds([u.get(key) for _, u in rows]) for key in COUNTS
+            **{key: floors([u.get(key) for _, u in rows]) for key in COUNTS
                if any(u.get(key) is not None for _, u in rows)},
         })  # fmt: skip
     return out
 
 
-def thirds(values: list[int | None]) -> list[float]:
-    """The median of the first third of the readings against that of the last third."""
+def floors(values: list[int | None]) -> list[int]:
+    """The fewest of the first third of the readings against the fewest of the last third. What
+    leaks is held in every later reading, so it lifts the floor; requests in flight lift only
+    some readings, and more of them when the machine slows down (a median of thirds rose by one
+    or two in runs whose load grew, with nothing held)."""
     known = [v for v in values if v is not None]
     third = max(1, len(known) // 3)
-    return [statistics.median(known[:third]), statistics.median(known[-third:])]
+    return [min(known[:third]), min(known[-third:])]
 
 
 def _no_count_growth(lives: list[dict[str, Any]]) -> bool | None:

@@ -99,3 +99,20 @@ def test_recorder_rows_say_what_changed(soak: dict[str, Any]) -> None:
         assert sum(kinds.values()) == rows["by_entity"][entity_id]
         assert kinds["timestamps_only"] == 0, entity_id  # no row for a time stamp alone
     assert soak["goals"]["recorder_rows_are_value_changes"] is True
+
+
+def test_counts_are_judged_by_their_floors() -> None:
+    """Requests in flight lift some readings, more as the load grows; what leaks lifts all."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("soak_module", SOAK)
+    assert spec is not None
+    assert spec.loader is not None
+    soak = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses
+    spec.loader.exec_module(soak)
+    busier_at_the_end = [8, 9, 8, 8, 9, 8, 9, 10, 8, 10, 11, 10]  # medians 8 -> 10
+    assert soak.floors(busier_at_the_end) == [8, 8]
+    one_socket_leaked = [8, 9, 8, 8, 9, 8, 9, 10, 9, 10, 11, 9]
+    assert soak.floors(one_socket_leaked) == [8, 9]
+    assert soak.floors([None, 3, None, 4]) == [3, 4]
