@@ -19,6 +19,11 @@ class GatewayError(Exception):
     def event(self) -> Event:
         return Error(text=self.text, code=self.code).event()
 
+    def copy(self) -> GatewayError:
+        """The same failure as a new exception, to raise where the original must stay unraised
+        (a raise adds its frames to the exception's traceback, and they may hold its owner)."""
+        return GatewayError(self.code, self.text, backend_healthy=self.backend_healthy)
+
 
 class ProtocolError(GatewayError):
     """The client sent bytes that are not a valid Wyoming event; the connection must close."""

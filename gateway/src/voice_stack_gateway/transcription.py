@@ -78,8 +78,7 @@ class Transcription:
             self._changed.clear()
             await self._changed.wait()
         if self.error is not None:  # a copy: the raise's frames would hold this object
-            err = self.error
-            raise GatewayError(err.code, err.text, backend_healthy=err.backend_healthy)
+            raise self.error.copy()
 
     def cancel(self) -> None:
         self._task.cancel()
