@@ -466,9 +466,11 @@ COUNTS = ("fds", "sockets", "to_stack", "tasks", "our_tasks")  # what a leak mak
 
 def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[str, Any]]:
     """RSS, descriptors and tasks of each of the service's processes (a restart starts a new
-    one) from `since` on, each from SETTLE_S after it started. RSS: the median of its first
-    three samples against that of its last three. Counts: the floor (fewest) of the first third
-    of the samples against that of the last third (floors)."""
+    one) from `since` on, each from SETTLE_S after it started. RSS: the median of the first
+    tenth of its samples (at least three; five minutes of a 50-minute watch) against that of the
+    last tenth: the level it holds, not the swing of a request in flight (one long synthesis
+    moves the speech server's by 100 MB). Counts: the floor (fewest) of the first third of the
+    samples against that of the last third (floors)."""
     lives: dict[int, list[tuple[float, dict[str, Any]]]] = {}
     for row in usage:
         if (u := row.get(role.value)) is not None:
@@ -481,7 +483,8 @@ def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[s
             continue
 
         rss = [u["rss_kb"] for _, u in rows]
-        rss0, rss1 = statistics.median(rss[:3]), statistics.median(rss[-3:])
+        tenth = max(3, len(rss) // 10)
+        rss0, rss1 = statistics.median(rss[:tenth]), statistics.median(rss[-tenth:])
         out.append({
             "pid": pid, "samples": len(rows), "from_s": rows[0][0], "to_s": rows[-1][0],
             "rss_mb": [round(rss0 / 1024, 1), round(rss1 / 1024, 1)],

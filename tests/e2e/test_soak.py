@@ -7,8 +7,10 @@ soak's figures go to docs/benchmarks.md)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -101,18 +103,38 @@ def test_recorder_rows_say_what_changed(soak: dict[str, Any]) -> None:
     assert soak["goals"]["recorder_rows_are_value_changes"] is True
 
 
-def test_counts_are_judged_by_their_floors() -> None:
-    """Requests in flight lift some readings, more as the load grows; what leaks lifts all."""
-    import importlib.util
-    import sys
-
+def _soak_module() -> Any:
     spec = importlib.util.spec_from_file_location("soak_module", SOAK)
     assert spec is not None
     assert spec.loader is not None
     soak = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses
     spec.loader.exec_module(soak)
+    return soak
+
+
+def test_counts_are_judged_by_their_floors() -> None:
+    """Requests in flight lift some readings, more as the load grows; what leaks lifts all."""
+    soak = _soak_module()
     busier_at_the_end = [8, 9, 8, 8, 9, 8, 9, 10, 8, 10, 11, 10]  # medians 8 -> 10
     assert soak.floors(busier_at_the_end) == [8, 8]
     one_socket_leaked = [8, 9, 8, 8, 9, 8, 9, 10, 9, 10, 11, 9]
     assert soak.floors(one_socket_leaked) == [8, 9]
     assert soak.floors([None, 3, None, 4]) == [3, 4]
+
+
+def _rss_rows(mb: list[int]) -> list[dict[str, Any]]:
+    """Samples every 10 s of one speech server: two minutes of start-up (not judged), then `mb`."""
+    settle = [999] * 12
+    return [{"t": 10.0 * i, "speech": {"pids": [7], "rss_kb": kb * 1024}}
+            for i, kb in enumerate(settle + mb)]  # fmt: skip
+
+
+def test_rss_is_judged_by_the_level_not_one_swing() -> None:
+    soak = _soak_module()
+    # 100 samples (a 50-minute watch has 300), a long synthesis in flight as the watch ended
+    swinging_at_the_end = [400] * 97 + [500] * 3
+    (life,) = soak.growth(_rss_rows(swinging_at_the_end), soak.Role.SPEECH, 0.0)
+    assert life["samples"] == 100
+    assert life["rss_growth_pct"] == 0
+    (life,) = soak.growth(_rss_rows([400 + i for i in range(40)]), soak.Role.SPEECH, 0.0)
+    assert life["rss_mb"] == [401.5, 437.5]  # the medians of the first and last four of 40
