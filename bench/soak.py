@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import sqlite3
@@ -267,7 +268,7 @@ async def watch(soak: Soak, every: float) -> None:
             hass["to_stack"] = _to_stack(soak, hass["pids"][0])
             hass["tasks"], hass["our_tasks"] = await _ha_tasks(soak)
         if (gateway := row[Role.GATEWAY.value]) is not None:
-            gateway["tasks"] = await asyncio.to_thread(_gateway_tasks, soak)
+            gateway["tasks"], gateway["errors"] = await asyncio.to_thread(_gateway_metrics, soak)
         soak.usage.append(row)
         await _pause(soak, every)
 
@@ -293,16 +294,47 @@ async def _ha_tasks(soak: Soak) -> tuple[int | None, int | None]:
     return int(data["tasks"]), int(data["ours"])
 
 
-def _gateway_tasks(soak: Soak) -> int | None:
-    """gateway_asyncio_tasks from the gateway's /metrics; None if it does not answer."""
+def _gateway_metrics(soak: Soak) -> tuple[int | None, dict[str, int] | None]:
+    """gateway_asyncio_tasks and the error events sent so far (gateway_errors_total, by
+    "kind code") from the gateway's /metrics; None if it does not answer."""
     url = f"http://127.0.0.1:{soak.servers.state.ports[GATEWAY_HTTP_PORT]}/metrics"
     try:
         with urllib.request.urlopen(url, timeout=READ_LIMIT_S) as resp:
             text = resp.read().decode()
     except OSError:
-        return None
-    lines = [x for x in text.splitlines() if x.startswith("gateway_asyncio_tasks ")]
-    return int(lines[0].split()[1]) if lines else None
+        return None, None
+    tasks = [x for x in text.splitlines() if x.startswith("gateway_asyncio_tasks ")]
+    errors = {f"{kind} {code}": int(float(n)) for kind, code, n in _ERROR_LINE.findall(text)}
+    return (int(tasks[0].split()[1]) if tasks else None), errors
+
+
+_ERROR_LINE = re.compile(r'^gateway_errors_total\{kind="([^"]*)",code="([^"]*)"\} (\S+)$', re.M)
+
+
+def gateway_errors(usage: list[dict[str, Any]], windows: list[tuple[float, float]]
+                   ) -> list[dict[str, Any]]:  # fmt: skip
+    """The error events the gateway sent its clients, from its counters between two samples
+    (each gateway process counts from its start): when, what, how many, and whether the span
+    overlapped a fault window. A client may not show these as a failed request: a reply whose
+    later sentence timed out ends early after its first audio."""
+    out: list[dict[str, Any]] = []
+    last: dict[int, tuple[float, dict[str, int]]] = {}
+    previous = 0.0  # a new process's errors happened since the sample before its first
+    for row in usage:
+        gateway, t = row.get(Role.GATEWAY.value), row["t"]
+        if gateway is None or gateway.get("errors") is None:
+            previous = t
+            continue
+        pid = gateway["pids"][0]
+        since, before = last.get(pid, (previous, {}))
+        previous = t
+        for what, n in sorted(gateway["errors"].items()):
+            if (count := n - before.get(what, 0)) > 0:
+                in_window = any(lo <= t and hi >= since for lo, hi in windows)
+                out.append({"t": t, "since_t": since, "error": what, "count": count,
+                            "in_window": in_window})  # fmt: skip
+        last[pid] = (t, gateway["errors"])
+    return out
 
 
 async def first_task_s(soak: Soak, since: float) -> float | None:
@@ -617,6 +649,7 @@ def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace)
         r.in_window = _overlaps(r, windows)
     errors = [r for r in soak.requests if not r.ok]
     outside = [r for r in errors if not r.in_window]
+    sent = gateway_errors(soak.usage, windows)
     usage = {role.value: growth(soak.usage, role, span / 6) for role in WATCHED}
     starts = [f.start for f in soak.faults[1:]] + [float("inf")]
     after = [{"fault": f.name, "at_s": round(f.start, 1), **first_after(soak.requests, f, nxt)}
@@ -634,6 +667,7 @@ def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace)
     goals = {
         "every_fault_happened": all(counts.values()) and not any(f.error for f in soak.faults),
         "no_error_outside_a_fault_window": not outside,
+        "no_gateway_error_outside_a_fault_window": not any(not e["in_window"] for e in sent),
         "in_window_errors_clear_no_hang": all(r.error and not r.hang for r in errors),
         "first_request_after_back_succeeds": all(
             a[k] is None or a[k]["ok"] for a in after for k in ("voice", "browser")
@@ -669,10 +703,15 @@ def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace)
             "total": len(soak.requests),
             "errors": len(errors),
             "errors_outside_windows": len(outside),
+            "gateway_errors_sent": sum(e["count"] for e in sent),
+            "gateway_errors_sent_outside_windows": sum(
+                e["count"] for e in sent if not e["in_window"]
+            ),
             "voice_turns": sum(r.client.startswith("satellite") for r in soak.requests),
             "browser_requests": sum(r.client.startswith("browser") for r in soak.requests),
         },
         "errors": [asdict(r) for r in errors],
+        "gateway_errors": sent,
         "faults": [{**asdict(f), "window": [round(x, 1) for x in f.window()]} for f in soak.faults],
         "fault_counts": counts,
         "first_after_back": after,

@@ -77,8 +77,10 @@ def test_report_shape(soak: dict[str, Any]) -> None:
         "no_error_outside_a_fault_window", "in_window_errors_clear_no_hang",
         "first_request_after_back_succeeds", "rss_growth_under_5pct_last_5_6",
         "no_fd_or_task_growth_last_5_6", "voice_slot_never_evicted_by_a_browser",
-        "warm_up_within_one_poll",
+        "warm_up_within_one_poll", "no_gateway_error_outside_a_fault_window",
     }  # fmt: skip
+    assert all(set(e) == {"t", "since_t", "error", "count", "in_window"}
+               for e in soak["gateway_errors"])  # fmt: skip
 
 
 def test_tasks_and_connections_are_read(soak: dict[str, Any]) -> None:
@@ -91,6 +93,7 @@ def test_tasks_and_connections_are_read(soak: dict[str, Any]) -> None:
     assert any(isinstance(h["our_tasks"], int) for h in hass)
     assert all(isinstance(h["to_stack"], int) for h in hass)
     assert any(g["tasks"] is not None and g["tasks"] > 0 for g in gateway)
+    assert any(isinstance(g["errors"], dict) for g in gateway)  # its error counters, read
     assert set(soak["asyncio_tasks"]) == {"hass", "gateway"}
 
 
@@ -138,3 +141,25 @@ def test_rss_is_judged_by_the_level_not_one_swing() -> None:
     assert life["rss_growth_pct"] == 0
     (life,) = soak.growth(_rss_rows([400 + i for i in range(40)]), soak.Role.SPEECH, 0.0)
     assert life["rss_mb"] == [401.5, 437.5]  # the medians of the first and last four of 40
+
+
+def test_errors_the_gateway_sent_are_placed_against_the_fault_windows() -> None:
+    soak = _soak_module()
+
+    def row(t: float, pid: int, errors: dict[str, int] | None) -> dict[str, Any]:
+        return {"t": t, "gateway": {"pids": [pid], "errors": errors}}
+
+    usage = [
+        row(10, 1, {}),
+        row(20, 1, {"tts_stream backend-timeout": 1}),  # in the window (15, 40)
+        {"t": 30, "gateway": None},  # restarting
+        row(40, 2, {"stt backend-unreachable": 2}),  # a new process: since its start
+        row(50, 2, {"stt backend-unreachable": 2}),
+        row(60, 2, {"stt backend-unreachable": 2, "tts_stream backend-timeout": 1}),
+    ]
+    sent = soak.gateway_errors(usage, [(15.0, 40.0)])
+    assert [(e["since_t"], e["t"], e["error"], e["count"], e["in_window"]) for e in sent] == [
+        (10, 20, "tts_stream backend-timeout", 1, True),
+        (30, 40, "stt backend-unreachable", 2, True),
+        (50, 60, "tts_stream backend-timeout", 1, False),
+    ]
