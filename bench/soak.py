@@ -79,6 +79,9 @@ PRIME_POLL_S = 0.25  # a prime followed at once by a voice turn may still be mis
 # At most this long past the planned end, waiting for requests after the last fault.
 TAIL_LIMIT_S = 300.0
 SETTLE_S = 120.0  # a process's first minutes: its start-up, not growth
+# After the load: the proxy closes an idle client connection after 65 s (keepalive_timeout),
+# the gateway its pooled upstream ones after 4 s, aiohttp's pools in HA after 15 s.
+AT_REST_S = 75.0
 MIN_SAMPLES = 6  # after settling, to judge a process's growth
 WATCHED = (Role.HASS, Role.GATEWAY, Role.PROXY, Role.SPEECH, Role.LLAMA)
 FAULTS = ("llama_kill", "speech_restart", "gateway_restart", "proxy_new_key", "proxy_down",
@@ -258,19 +261,26 @@ async def watch(soak: Soak, every: float) -> None:
     """RSS and descriptors of every service's process group, HA's connections to the stack's
     servers and the task counts of HA (all, and ours) and the gateway, every `every` s."""
     while not soak.done.is_set():
-        row: dict[str, Any] = {"t": round(soak.now(), 1)}
-        for role in WATCHED:
-            proc = soak.servers.stack.services.get(role)
-            pid = proc.proc.pid if proc is not None and proc.proc is not None else None
-            usage = group_usage(pid) if pid is not None else None
-            row[role.value] = asdict(usage) if usage is not None else None
-        if (hass := row[Role.HASS.value]) is not None:
-            hass["to_stack"] = _to_stack(soak, hass["pids"][0])
-            hass["tasks"], hass["our_tasks"] = await _ha_tasks(soak)
-        if (gateway := row[Role.GATEWAY.value]) is not None:
-            gateway["tasks"], gateway["errors"] = await asyncio.to_thread(_gateway_metrics, soak)
-        soak.usage.append(row)
+        soak.usage.append(await sample(soak))
         await _pause(soak, every)
+
+
+async def sample(soak: Soak, *, at_rest: bool = False) -> dict[str, Any]:
+    """One reading of every service (`at_rest`: taken after the load stopped)."""
+    row: dict[str, Any] = {"t": round(soak.now(), 1)}
+    if at_rest:
+        row["at_rest"] = True
+    for role in WATCHED:
+        proc = soak.servers.stack.services.get(role)
+        pid = proc.proc.pid if proc is not None and proc.proc is not None else None
+        usage = group_usage(pid) if pid is not None else None
+        row[role.value] = asdict(usage) if usage is not None else None
+    if (hass := row[Role.HASS.value]) is not None:
+        hass["to_stack"] = _to_stack(soak, hass["pids"][0])
+        hass["tasks"], hass["our_tasks"] = await _ha_tasks(soak)
+    if (gateway := row[Role.GATEWAY.value]) is not None:
+        gateway["tasks"], gateway["errors"] = await asyncio.to_thread(_gateway_metrics, soak)
+    return row
 
 
 def _to_stack(soak: Soak, pgid: int) -> int:
@@ -499,43 +509,48 @@ COUNTS = ("fds", "sockets", "to_stack", "tasks", "our_tasks")  # what a leak mak
 def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[str, Any]]:
     """RSS, descriptors and tasks of each of the service's processes (a restart starts a new
     one) from `since` on, each from SETTLE_S after it started. RSS: the median of the first
-    tenth of its samples (at least three; five minutes of a 50-minute watch) against that of the
-    last tenth: the level it holds, not the swing of a request in flight (one long synthesis
-    moves the speech server's by 100 MB). Counts: the floor (fewest) of the first third of the
-    samples against that of the last third (floors)."""
+    tenth of its samples under load (at least three; five minutes of a 50-minute watch) against
+    that of the last tenth: the level it holds, not the swing of a request in flight (one long
+    synthesis moves the speech server's by 100 MB). Counts: the floor (fewest) of the first
+    third of the samples under load against the reading at rest after the load (`at_rest`), or
+    against the floor of the last third without one (floors)."""
     lives: dict[int, list[tuple[float, dict[str, Any]]]] = {}
+    rest: dict[int, dict[str, Any]] = {}
     for row in usage:
         if (u := row.get(role.value)) is not None:
-            lives.setdefault(u["pids"][0], []).append((row["t"], u))
+            if row.get("at_rest"):
+                rest[u["pids"][0]] = u
+            else:
+                lives.setdefault(u["pids"][0], []).append((row["t"], u))
     out = []
     for pid, life in lives.items():
         began = life[0][0]
         rows = [(t, u) for t, u in life if t >= max(since, began + SETTLE_S)]
         if len(rows) < 2:
             continue
-
         rss = [u["rss_kb"] for _, u in rows]
         tenth = max(3, len(rss) // 10)
         rss0, rss1 = statistics.median(rss[:tenth]), statistics.median(rss[-tenth:])
+        counts = {key: floors([u.get(key) for _, u in rows], rest.get(pid, {}).get(key))
+                  for key in COUNTS if any(u.get(key) is not None for _, u in rows)}  # fmt: skip
         out.append({
             "pid": pid, "samples": len(rows), "from_s": rows[0][0], "to_s": rows[-1][0],
             "rss_mb": [round(rss0 / 1024, 1), round(rss1 / 1024, 1)],
             "rss_growth_pct": round(100 * (rss1 - rss0) / rss0, 2) if rss0 else None,
-            "max_rss_mb": round(max(rss) / 1024, 1),
-            **{key: floors([u.get(key) for _, u in rows]) for key in COUNTS
-               if any(u.get(key) is not None for _, u in rows)},
+            "max_rss_mb": round(max(rss) / 1024, 1), "counts_at_rest": pid in rest, **counts,
         })  # fmt: skip
     return out
 
 
-def floors(values: list[int | None]) -> list[int]:
-    """The fewest of the first third of the readings against the fewest of the last third. What
-    leaks is held in every later reading, so it lifts the floor; requests in flight lift only
-    some readings, and more of them when the machine slows down (a median of thirds rose by one
-    or two in runs whose load grew, with nothing held)."""
+def floors(values: list[int | None], at_rest: int | None = None) -> list[int]:
+    """The fewest of the first third of the readings against the reading at rest, or without
+    one the fewest of the last third. What leaks is held in every later reading and at rest, so
+    it lifts both; requests in flight lift only some readings, more of them as the machine slows
+    down (a median of thirds rose by one or two in runs whose load grew, with nothing held), and
+    a pool's idle connections, which a steady load keeps open, are closed at rest."""
     known = [v for v in values if v is not None]
     third = max(1, len(known) // 3)
-    return [min(known[:third]), min(known[-third:])]
+    return [min(known[:third]), at_rest if at_rest is not None else min(known[-third:])]
 
 
 def _no_count_growth(lives: list[dict[str, Any]]) -> bool | None:
@@ -675,6 +690,7 @@ def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace)
         "rss_growth_under_5pct_last_5_6": {
             k: all(life["rss_growth_pct"] < 5 for life in _judged(v)) if _judged(v) else None
             for k, v in usage.items()
+            if k != Role.LLAMA.value  # its host prompt cache fills: judged against --cache-ram
         },
         "no_fd_or_task_growth_last_5_6": {k: _no_count_growth(v) for k, v in usage.items()},
         "voice_slot_never_evicted_by_a_browser": not evicted,
@@ -796,6 +812,10 @@ async def run(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
             group.create_task(browsers(soak, args.browser_gap))
             for n in range(2):
                 group.create_task(satellite(soak, n, speech, args.gap))
+        # the counts once more at rest, after every idle connection's keep-alive has run out
+        log(f"load stopped; the counts at rest in {AT_REST_S:.0f} s")
+        await asyncio.sleep(AT_REST_S)
+        soak.usage.append(await sample(soak, at_rest=True))
         kinds = recorder_rows(servers.config_dir, ours, began_unix)
         return report(soak, kinds, args)
     finally:

@@ -79,6 +79,10 @@ def test_report_shape(soak: dict[str, Any]) -> None:
         "no_fd_or_task_growth_last_5_6", "voice_slot_never_evicted_by_a_browser",
         "warm_up_within_one_poll", "no_gateway_error_outside_a_fault_window",
     }  # fmt: skip
+    assert "llama" not in soak["goals"]["rss_growth_under_5pct_last_5_6"]  # judged by its cache
+    assert sum(bool(row.get("at_rest")) for row in soak["usage_samples"]) == 1
+    # the process running at the end (the last one) was read at rest
+    assert all(lives[-1]["counts_at_rest"] for lives in soak["usage_last_5_6"].values() if lives)
     assert all(set(e) == {"t", "since_t", "error", "count", "in_window"}
                for e in soak["gateway_errors"])  # fmt: skip
 
@@ -123,6 +127,23 @@ def test_counts_are_judged_by_their_floors() -> None:
     one_socket_leaked = [8, 9, 8, 8, 9, 8, 9, 10, 9, 10, 11, 9]
     assert soak.floors(one_socket_leaked) == [8, 9]
     assert soak.floors([None, 3, None, 4]) == [3, 4]
+    # a pool that a steady load keeps open closes at rest; a leak does not
+    pooled = [8, 8, 8, 9, 9, 9, 9, 9, 9]
+    assert soak.floors(pooled) == [8, 9]
+    assert soak.floors(pooled, at_rest=8) == [8, 8]
+    assert soak.floors(pooled, at_rest=9) == [8, 9]
+
+
+def test_counts_at_rest_are_judged_per_process() -> None:
+    soak = _soak_module()
+    rows = [{"t": 10.0 * i, "gateway": {"pids": [7], "rss_kb": 1024, "fds": 9 + (i >= 20)}}
+            for i in range(30)]  # fmt: skip
+    rows.append({"t": 400.0, "at_rest": True, "gateway": {"pids": [7], "rss_kb": 1, "fds": 9}})
+    (life,) = soak.growth(rows, soak.Role.GATEWAY, 0.0)
+    assert life["fds"] == [9, 9]
+    assert life["counts_at_rest"] is True
+    assert life["samples"] == 18  # the reading at rest is no sample of the load: not its RSS
+    assert life["rss_mb"] == [1.0, 1.0]
 
 
 def _rss_rows(mb: list[int]) -> list[dict[str, Any]]:
