@@ -92,3 +92,32 @@ def test_the_reason_names_the_rule() -> None:
     assert judge("turn on the light please", "en").why == (
         "ends on 'light' (no punctuation, after 'please')"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "pair"),
+    [
+        # what tiny.en heard for the cut heads "Play some jazz in the", "Dim the lights in
+        # the" and "Remind me to" (the cut-off corpus): complete, but only weakly
+        ("Place some jazz in it.", "in it"),
+        ("Dim the lights in there.", "in there"),
+        ("Remind me too.", "me too"),
+        ("Put the music on in there, please", "in there"),  # the polite tail set aside
+    ],
+)
+def test_weakly_complete(text: str, pair: str) -> None:
+    verdict = judge(text, "en")
+    assert verdict.complete
+    assert verdict.weak
+    assert f"ends on {pair!r}, which a cut-off function word may have become" in verdict.why
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Turn on the kitchen light.", "Close it.", "What is it?", "Turn it on.", "Is it there?",
+     "Play some jazz in the living room."],
+)  # fmt: skip
+def test_strongly_complete(text: str) -> None:
+    verdict = judge(text, "en")
+    assert verdict.complete
+    assert not verdict.weak

@@ -62,6 +62,10 @@ def test_end_of_turn_settings() -> None:
         parse_settings(["--stt-endpoint-ms", "500"], {"STT_ENDPOINT_MS": "0"}).stt_endpoint_ms
         == 500
     )
+    assert parse_settings([], {}).stt_endpoint_weak_ms == 700
+    assert parse_settings([], {"STT_ENDPOINT_WEAK_MS": "0"}).stt_endpoint_weak_ms == 0
+    weak = parse_settings(["--stt-endpoint-weak-ms", "900"], {"STT_ENDPOINT_WEAK_MS": "0"})
+    assert weak.stt_endpoint_weak_ms == 900
 
 
 def test_own_vad_settings() -> None:

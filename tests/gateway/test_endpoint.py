@@ -67,6 +67,7 @@ class Turn:
         pause_ms: int = 300,
         accept: bool = True,
         hold_ms: int | None = None,
+        weak_ms: int = 0,
     ) -> None:
         self.metrics = Metrics("http://a/v1", "http://b/v1")
         self.requests: list[Request] = []
@@ -75,7 +76,9 @@ class Turn:
         start = cast(Callable[[], Transcription], self._start)
         self.early = EarlyTranscription(self.metrics, start, pause_ms, 3)
         self.early._detector = PauseDetector(pause_ms, Scripted())
-        self.turn = TurnEnd(self.metrics, self.early, endpoint_ms, "en", self._end, hold_ms=hold_ms)
+        self.turn = TurnEnd(
+            self.metrics, self.early, endpoint_ms, "en", self._end, weak_ms=weak_ms, hold_ms=hold_ms
+        )
 
     def _start(self) -> Request:
         self.requests.append(Request())
@@ -190,6 +193,48 @@ async def test_an_answer_still_being_sent_defers_the_end() -> None:
     assert "still being sent" in t.turn.why
     t.accept = True
     t.feed(QUIET, 1)  # the next chunk tries again
+    assert t.ended == [t.requests[0]]
+    await t.turn.close()
+
+
+async def test_a_weakly_complete_transcript_waits_for_the_weak_endpoint() -> None:
+    """What tiny.en heard for a cut "Dim the lights in the", "Dim the lights in there.", ends
+    the turn only after the longer weak endpoint; a strong verdict at the short one."""
+    t = Turn(weak_ms=700)
+    t.feed(LOUD, 20)
+    t.feed(QUIET, 15)  # the cut: 300 ms
+    t.requests[0].answer("Dim the lights in there.")
+    await settle()
+    t.feed(QUIET, 19)  # 680 ms
+    assert not t.ended
+    assert "reads complete only weakly" in t.turn.why
+    assert "the pause was 680 ms (< the weak endpoint's 700 ms)" in t.turn.why
+    t.feed(QUIET, 1)  # 700 ms
+    assert t.ended == [t.requests[0]]
+    assert t.counts() == {"gateway": 1, "client": 0}
+    await t.turn.close()
+
+    strong = Turn(weak_ms=700)
+    strong.feed(LOUD, 20)
+    strong.feed(QUIET, 15)
+    strong.requests[0].answer("Dim the lights in the dining room.")
+    await settle()
+    strong.feed(QUIET, 5)  # 400 ms
+    assert strong.ended == [strong.requests[0]]
+    await strong.turn.close()
+
+
+@pytest.mark.parametrize("weak_ms", [0, 300, 400])
+async def test_a_weak_endpoint_no_longer_than_the_endpoint_is_one_tier(weak_ms: int) -> None:
+    t = Turn(weak_ms=weak_ms)
+    t.feed(LOUD, 20)
+    t.feed(QUIET, 15)
+    t.requests[0].answer("Remind me too.")
+    await settle()
+    t.feed(QUIET, 4)  # 380 ms
+    assert not t.ended
+    assert t.turn.why == "'Remind me too.' reads complete, but the pause was 380 ms"
+    t.feed(QUIET, 1)  # 400 ms
     assert t.ended == [t.requests[0]]
     await t.turn.close()
 

@@ -18,6 +18,14 @@ trade-off docs/gateway.md states. Its signals, in order:
   subject ("what time is"; "what time it is" is fine); a pronoun after a modal ("could you");
   a particle after the verb that needs it ("turn on", "switch off"; "turn it on" is fine);
 - a polite tail ("please", "thanks") is set aside and the words before it are judged.
+
+What it lets through is strong or weak. Weak: the last word is one the ASR makes of a cut-off
+function word, right after a preposition or an object pronoun: tiny.en heard the cut heads "Play
+some jazz in the", "Dim the lights in the" and "Remind me to" as "Place some jazz in it.", "Dim
+the lights in there." and "Remind me too." (the cut-off corpus, bench/endpoint_bench.py), which
+read complete. A weak verdict still lets the turn end, after the longer --stt-endpoint-weak-ms
+(endpoint.py); a finished request seldom ends that way ("what's in it"), so it costs those a
+few hundred ms and spares the misheard heads.
 """
 
 from __future__ import annotations
@@ -41,11 +49,20 @@ class Words:
     particles: frozenset[str]  # complete after an object ("turn it on"), not after...
     particle_verbs: frozenset[str]  # ...one of these ("turn on")
     polite: tuple[tuple[str, ...], ...]  # tails judged by the words before them
+    echoes: frozenset[str]  # what the ASR makes of a cut-off function word ("the" -> "it")...
+    echo_after: frozenset[str]  # ...after one of these: complete, but only weakly
 
 
 def _set(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
+
+# prepositions (on, off, up, down, out, over: particles, below)
+_PREPOSITIONS = (
+    " to of in at for from with without by into onto about above below under between"
+    " after before until till during through toward towards near across around behind"
+    " beside via per upon within against along among beyond except since than"
+)
 
 ENGLISH = Words(
     cannot_end=_set(
@@ -53,12 +70,9 @@ ENGLISH = Words(
         # as "Turn on that." and "what is the" as "What is that?" (tiny.en, measured)
         "a an the that this my your our their his its these those some any every each all"
         " another other both either neither"
-        # prepositions (on, off, up, down, out, over: particles, below)
-        " to of in at for from with without by into onto about above below under between"
-        " after before until till during through toward towards near across around behind"
-        " beside via per upon within against along among beyond except since than"
+        + _PREPOSITIONS
         # conjunctions
-        " and or but nor because if as while unless although though whether plus then"
+        + " and or but nor because if as while unless although though whether plus then"
         # auxiliaries and modals ("do", "have", "be" end requests: "what can you do")
         " can could would will shall should may might must isn't aren't don't doesn't"
         " can't won't"
@@ -79,6 +93,10 @@ ENGLISH = Words(
     particles=_set("on off up down out over"),
     particle_verbs=_set("turn switch set put shut power dim start"),
     polite=(("please",), ("thanks",), ("thank", "you")),
+    # measured (tiny.en on the cut-off corpus): "in the" -> "in it" / "in there", "me to" ->
+    # "me too"; "that" and "this", also heard for "the", are in cannot_end
+    echoes=_set("it there too"),
+    echo_after=_set(_PREPOSITIONS + " on off up down out over me us you him her them"),
 )
 
 TABLES: dict[str, Words] = {"en": ENGLISH}
@@ -90,6 +108,7 @@ _WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)*|\d+(?:[.,]\d+)?")
 class Verdict:
     complete: bool
     why: str  # for the debug log
+    weak: bool = False  # complete, but it may be a misheard cut (the longer endpoint applies)
 
 
 def language_of(language: str | None) -> str:
@@ -115,7 +134,16 @@ def judge(text: str, language: str | None) -> Verdict:
         return Verdict(False, refused)
     mark = "terminal punctuation" if stripped[-1:] in (".", "?", "!") else "no punctuation"
     tail = f", after {polite!r}" if polite else ""
+    if _echo(words, table):
+        pair = " ".join(words[-2:])
+        why = f"ends on {pair!r}, which a cut-off function word may have become ({mark}{tail})"
+        return Verdict(True, why, weak=True)
     return Verdict(True, f"ends on {words[-1]!r} ({mark}{tail})")
+
+
+def _echo(words: list[str], table: Words) -> bool:
+    """The last word may be the ASR's rendering of a cut-off "the" or "to" ("in it")."""
+    return len(words) > 1 and words[-1] in table.echoes and words[-2] in table.echo_after
 
 
 def _last_words(words: list[str], table: Words) -> str | None:

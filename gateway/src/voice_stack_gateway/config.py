@@ -116,6 +116,7 @@ class Settings:
     stt_early_pause_ms: int
     stt_early_max: int
     stt_endpoint_ms: int
+    stt_endpoint_weak_ms: int
     stt_own_vad: bool
     stt_incomplete_hold_ms: int
     tts_url: str
@@ -158,6 +159,7 @@ def parse_settings(
         stt_early_pause_ms=_at_least("--stt-early-pause-ms", ns.stt_early_pause_ms, 0),
         stt_early_max=_at_least("--stt-early-max", ns.stt_early_max, 1),
         stt_endpoint_ms=_at_least("--stt-endpoint-ms", ns.stt_endpoint_ms, 0),
+        stt_endpoint_weak_ms=_at_least("--stt-endpoint-weak-ms", ns.stt_endpoint_weak_ms, 0),
         stt_own_vad=_bool("--stt-own-vad", ns.stt_own_vad),
         stt_incomplete_hold_ms=_at_least("--stt-incomplete-hold-ms", ns.stt_incomplete_hold_ms, 1),
         tts_url=ns.tts_openai_url.rstrip("/"),

@@ -2,7 +2,9 @@
 cut at has lasted `--stt-endpoint-ms` (counted in audio frames) with no speech after the cut,
 and its words read as a complete request (complete.py), the transcript is sent at once, before
 the client's audio-stop. Home Assistant's Wyoming STT returns the first transcript it reads and
-stops uploading, so its own silence hold (0.7 s) is not waited out.
+stops uploading, so its own silence hold (0.7 s) is not waited out. Words that read complete only
+weakly (the last word may be the ASR's rendering of a cut-off "the" or "to": "in it", "me too")
+wait for the longer `--stt-endpoint-weak-ms` instead.
 
 Otherwise nothing changes: the client's audio-stop ends the turn, as before, and speech after
 the cut still means the whole audio is transcribed; with the gateway's own VAD (own_vad.py) the
@@ -38,11 +40,14 @@ class TurnEnd:
         language: str | None,
         end: Callable[[Transcription | Without], bool],
         *,
+        weak_ms: int = 0,
         hold_ms: int | None = None,
     ) -> None:
         self._metrics = metrics
         self._early = early
         self._endpoint_ms = endpoint_ms
+        # a weak verdict's endpoint (0: the same as a strong one's; never shorter)
+        self._weak_ms = max(endpoint_ms, weak_ms)
         self._language = language
         self._end = end
         # the gateway's own VAD: it ends every turn (None: the client does)
@@ -99,14 +104,22 @@ class TurnEnd:
         words = text.strip()
         verdict = self._judge(current, words)
         pause = self._early.pause_ms
+        weak = verdict.weak and self._weak_ms > self._endpoint_ms
+        needed = self._weak_ms if weak else self._endpoint_ms
         if not verdict.complete:
             self.why = f"{words!r} does not read complete: {verdict.why}"
         elif self._early.speech_after_cut:
             self.why = "speech after the last cut"
-        elif pause < self._endpoint_ms:
+        elif pause < needed and weak:
+            self.why = (
+                f"{words!r} reads complete only weakly ({verdict.why}), but the pause was"
+                f" {pause} ms (< the weak endpoint's {needed} ms)"
+            )
+        elif pause < needed:
             self.why = f"{words!r} reads complete, but the pause was {pause} ms"
         else:
-            return f"a {pause} ms pause (>= {self._endpoint_ms} ms), {words!r}: {verdict.why}"
+            limit = f"the weak endpoint's {needed} ms" if weak else f"{needed} ms"
+            return f"a {pause} ms pause (>= {limit}), {words!r}: {verdict.why}"
         return None
 
     def left(self) -> None:

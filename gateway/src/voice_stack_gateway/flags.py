@@ -67,6 +67,14 @@ FLAGS: tuple[Flag, ...] = (
         " audio-stop; 0 = off",
     ),
     Flag(
+        "--stt-endpoint-weak-ms",
+        ("STT_ENDPOINT_WEAK_MS",),
+        "700",
+        "the pause an early transcript that reads complete only weakly needs (its last words"
+        " may be a cut-off 'the' or 'to' misheard: 'in it', 'in there', 'me too'); 0 = the"
+        " same as --stt-endpoint-ms",
+    ),
+    Flag(
         "--stt-own-vad",
         ("STT_OWN_VAD",),
         "false",

@@ -43,6 +43,7 @@ class SttOptions:
     early_pause_ms: int  # 0 = no early transcription
     early_max: int
     endpoint_ms: int  # 0 = the client ends every turn
+    endpoint_weak_ms: int  # words that read complete only weakly (0: endpoint_ms)
     own_vad: bool  # the gateway ends every turn (the client runs no VAD of its own)
     incomplete_hold_ms: int  # with own_vad: the pause that ends a turn not read complete
 
@@ -56,6 +57,7 @@ class SttOptions:
             s.stt_early_pause_ms,
             s.stt_early_max,
             s.stt_endpoint_ms if s.stt_early_pause_ms else 0,
+            s.stt_endpoint_weak_ms,
             s.stt_own_vad,
             s.stt_incomplete_hold_ms,
         )

@@ -56,6 +56,7 @@ class Utterance:
                     ctx.stt.endpoint_ms,
                     language,
                     self._end_turn,
+                    weak_ms=ctx.stt.endpoint_weak_ms,
                     hold_ms=hold,
                 )
 
