@@ -13,8 +13,9 @@ Through the gateway (the real voice-stack-gateway on the real speech server, fas
 tiny.en), every utterance streamed in real time in 20 ms chunks by a client that does what HA's
 Wyoming STT does (upload and read at once, the first transcript wins), with HA 2026.11's own
 segmenter and microVAD (bench/voice_stack_bench/endpoint/ha_hold.py) deciding when audio-stop is
-sent: the gateway's end of turn at STT_ENDPOINT_MS=400 (the default) and 700, and at 0 (early
-transcription only, HA's default hold ends every turn), and, when the gateway offers it,
+sent: the gateway's end of turn at STT_ENDPOINT_MS=400 (the default, with its 700 ms weak tier),
+at 400 with one tier (STT_ENDPOINT_WEAK_MS=0), at 700, and at 0 (early transcription only, HA's
+default hold ends every turn), and, when the gateway offers it,
 STT_OWN_VAD=1 (no audio-stop until the cap). HA's three holds alone (0.25, 0.7, 1.25 s) on the
 same audio: where the segmenter ends it, and the speech server's transcript of the audio up to
 there, timed (what a plain STT after the hold answers).
@@ -26,6 +27,10 @@ HA's holds alone included (their STT after the hold is that delay). Before the m
 transcribes once every audio a turn sends the speech server (voice_stack_bench.e2e.asr.prime, as
 bench/voice_e2e.py primes it): the gateway's early request at each pause, and each hold's audio
 up to its end. Each mode reports its settings side by side, its goals, and what it modelled.
+A turn that fails (the gateway's error event, a closed connection, a timeout, the speech
+server's error) is recorded for that utterance and setting as `{"error": ...}` and the run goes
+on: the figures and goals are of the turns that completed, and each mode's `errors` (and the
+top-level `errors`) list the others (report.py).
 Progress to stderr, one JSON document to stdout.
 """
 
@@ -98,7 +103,12 @@ class Setting:
 
 GATEWAY_SETTINGS = (
     Setting("gateway_400", {"STT_ENDPOINT_MS": "400"}, DEFAULT_HOLD_S,
-            "gateway end of turn at STT_ENDPOINT_MS=400 (the default), HA's 0.7 s hold behind"),
+            "gateway end of turn at STT_ENDPOINT_MS=400 and STT_ENDPOINT_WEAK_MS=700 (the"
+            " defaults: 700 ms for words that read complete only weakly), HA's 0.7 s hold behind"),
+    Setting("gateway_400_one_tier", {"STT_ENDPOINT_MS": "400", "STT_ENDPOINT_WEAK_MS": "0"},
+            DEFAULT_HOLD_S,
+            "STT_ENDPOINT_MS=400 with STT_ENDPOINT_WEAK_MS=0: every complete verdict at 400 ms"
+            " (the default before 2026-12-02's two tiers), HA's 0.7 s hold behind"),
     Setting("gateway_700", {"STT_ENDPOINT_MS": "700"}, DEFAULT_HOLD_S,
             "gateway end of turn at STT_ENDPOINT_MS=700, HA's 0.7 s hold behind"),
     Setting("gateway_off", {"STT_ENDPOINT_MS": "0"}, DEFAULT_HOLD_S,
@@ -107,6 +117,9 @@ GATEWAY_SETTINGS = (
             "STT_OWN_VAD=1: the gateway ends the stream itself, no audio-stop before the 15 s cap"),
 )  # fmt: skip
 HA_SETTINGS = {f"ha_{s}": s for s in HOLDS_S.values()}
+# what one turn can fail with (the gateway's error event, a closed connection, a timeout, the
+# speech server's HTTP error): recorded for that utterance and setting, and the run goes on
+TURN_ERRORS = (RuntimeError, OSError, aiohttp.ClientError)
 
 
 def log(message: str) -> None:
@@ -299,7 +312,12 @@ async def run_gateways(
     for i, sp in enumerate(spoken):
         audio = sp.audio(LEAD_MS, CAP_MS)
         for setting in settings[i % len(settings) :] + settings[: i % len(settings)]:
-            outcome = await stream_turn(gateways.running[setting.name][1], audio, setting.hold_s)
+            port = gateways.running[setting.name][1]
+            try:
+                outcome = await stream_turn(port, audio, setting.hold_s)
+            except TURN_ERRORS as err:
+                results[sp.entry.id][setting.name] = failed(err)
+                continue
             results[sp.entry.id][setting.name] = score(sp, outcome)
         log(f"  {sp.entry.id}: " + _brief(results[sp.entry.id], [s.name for s in settings]))
 
@@ -311,14 +329,25 @@ async def run_ha_holds(
         for sp in spoken:
             audio = sp.audio(LEAD_MS, CAP_MS)
             for name, end in ends[sp.entry.id].items():
-                results[sp.entry.id][name] = score(
-                    sp, await ha_hold_turn(session, speech_url, audio, end)
-                )
+                try:
+                    outcome = await ha_hold_turn(session, speech_url, audio, end)
+                except TURN_ERRORS as err:
+                    results[sp.entry.id][name] = failed(err)
+                    continue
+                results[sp.entry.id][name] = score(sp, outcome)
             log(f"  {sp.entry.id}: " + _brief(results[sp.entry.id], list(HA_SETTINGS)))
+
+
+def failed(err: BaseException) -> dict[str, Any]:
+    """A turn that failed: its row is the error alone (report.py leaves it out of the figures
+    and lists it)."""
+    return {"error": f"{type(err).__name__}: {err}"}
 
 
 def _brief(row: dict[str, Any], names: list[str]) -> str:
     def one(r: dict[str, Any]) -> str:
+        if "error" in r:
+            return f"ERROR {r['error']}"
         return f"{r['ended_ms']:+.0f}{' CUT' if r['cut_short'] else ''}"
 
     return ", ".join(f"{n} {one(row[n])}" for n in names if n in row)
@@ -330,17 +359,21 @@ async def warm_up(gateways: Gateways, spoken: list[Spoken], n: int) -> None:
         for setting in GATEWAY_SETTINGS:
             if setting.name in gateways.running:
                 port = gateways.running[setting.name][1]
-                await stream_turn(port, sp.audio(LEAD_MS, CAP_MS), setting.hold_s)
+                try:
+                    await stream_turn(port, sp.audio(LEAD_MS, CAP_MS), setting.hold_s)
+                except TURN_ERRORS as err:
+                    log(f"  warm-up {sp.entry.id} {setting.name}: {failed(err)['error']}")
 
 
-_TURN = re.compile(r"Turn (?:ended by|left to) .*$")
+_TURN = re.compile(r"Turn (?:ended by|left to) .*$|STT answered by .*$")
 # a quoted transcript: its apostrophes inside words ("What's") are its own, "client's" is not one
 _QUOTED = re.compile(r"(?<!\w)'(?:[^']|'(?=\w))*'(?!\w)|\"[^\"]*\"")
 
 
 def turn_reasons(log_path: Path, start: int = 0) -> dict[str, int]:
-    """Why the gateway ended or left each turn (its debug log from byte `start`, warm-up
-    included), counted with the words and figures taken out."""
+    """Why the gateway ended or left each turn, and what answered it (an early transcription,
+    counted from 1, or the whole audio after audio-stop): its debug log from byte `start`,
+    warm-up included, counted with the words and figures taken out."""
     reasons: Counter[str] = Counter()
     with log_path.open("rb") as f:
         f.seek(start)
@@ -474,6 +507,7 @@ def measure(
         "setup": setup_facts(args, spoken, logs, primed),
         "skipped": gateways.skipped,
         "goals": {mode: m["goals"] for mode, m in modes.items()},
+        "errors": {mode: m["errors"] for mode, m in modes.items()},
         "asr_modes": modes,
         "load_average": {"start": load_start, "end": os.getloadavg()},
     }

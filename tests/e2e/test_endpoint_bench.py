@@ -25,7 +25,8 @@ from .demo_process import run_stopping_cleanly
 BENCH = REPO / "bench" / "endpoint_bench.py"
 LIMIT_S = 6 * 60
 HA_HOLDS = ("ha_0.25", "ha_0.7", "ha_1.25")
-FALLBACK = ("gateway_400", "gateway_700", "gateway_off")  # HA's 0.7 s hold behind each
+# HA's 0.7 s hold behind each
+FALLBACK = ("gateway_400", "gateway_400_one_tier", "gateway_700", "gateway_off")
 OWN_VAD = "gateway_own_vad"
 RECORD = {"ended_ms", "after_pause_ms", "transcript_ms", "by", "cut_short", "transcript",
           "exact", "wer"}  # fmt: skip
@@ -52,7 +53,28 @@ def run(bench: dict[str, Any], request: pytest.FixtureRequest) -> dict[str, Any]
 
 
 def _rows(run: dict[str, Any], setting: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    return [(u, u["results"][setting]) for u in run["utterances"]]
+    """The turns of `setting` that completed (a failed one's row is its error alone)."""
+    return [(u, u["results"][setting]) for u in run["utterances"]
+            if "error" not in u["results"][setting]]  # fmt: skip
+
+
+def _done(u: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {name: r for name, r in u["results"].items() if "error" not in r}
+
+
+def test_failed_turns_are_listed_and_left_out(bench: dict[str, Any], run: dict[str, Any]) -> None:
+    """A failed turn does not stop the run: it is listed, counted, and in no figure."""
+    failed = [{"id": u["id"], "setting": name, "error": r["error"]}
+              for u in run["utterances"] for name, r in u["results"].items()
+              if "error" in r]  # fmt: skip
+    assert run["errors"] == failed
+    assert run["goals"]["errors"] == len(failed)
+    assert bench["errors"] == {m: r["errors"] for m, r in bench["asr_modes"].items()}
+    for name, classes in run["by_class"].items():
+        for kind, summary in classes.items():
+            mine = [u["results"][name] for u in run["utterances"] if u["class"] == kind]
+            assert summary["errors"] == sum("error" in r for r in mine)
+            assert summary["n"] == len(mine) - summary["errors"]
 
 
 def test_both_modes_ran_and_say_what_is_modelled(bench: dict[str, Any]) -> None:
@@ -75,8 +97,9 @@ def test_both_modes_ran_and_say_what_is_modelled(bench: dict[str, Any]) -> None:
     # HA's holds end the audio where they end it whatever the ASR
     for u_real, u_fast in zip(real["utterances"], fast["utterances"], strict=True):
         assert u_real["id"] == u_fast["id"]
-        for h in HA_HOLDS:
-            assert u_real["results"][h]["ended_ms"] == u_fast["results"][h]["ended_ms"]
+        real_done, fast_done = _done(u_real), _done(u_fast)
+        for h in set(HA_HOLDS) & set(real_done) & set(fast_done):
+            assert real_done[h]["ended_ms"] == fast_done[h]["ended_ms"]
 
 
 def test_fast_mode_answers_whisper_s_transcript_of_the_same_speech(bench: dict[str, Any]) -> None:
@@ -84,15 +107,15 @@ def test_fast_mode_answers_whisper_s_transcript_of_the_same_speech(bench: dict[s
     ended inside the pause the first part alone: in fast mode they got one transcript each."""
     fast = bench["asr_modes"]["fast"]
     for u in fast["utterances"]:
-        rows = u["results"].values()
+        rows = _done(u).values()
         whole = {r["transcript"] for r in rows if not r["cut_short"]}
         head = {r["transcript"] for r in rows if _in_pause(r["after_pause_ms"], u["pause_ms"])}
         assert len(whole) <= 1, (u["id"], whole)
         assert len(head) <= 1, (u["id"], head)
         # HA's holds alone wait out the modelled ASR after their end (a bound, not a figure)
-        for h in HA_HOLDS:
-            r = u["results"][h]
-            assert r["transcript_ms"] - r["ended_ms"] >= DEFAULT_DELAY_MS, (u["id"], h)
+        for h, r in _done(u).items():
+            if h in HA_HOLDS:
+                assert r["transcript_ms"] - r["ended_ms"] >= DEFAULT_DELAY_MS, (u["id"], h)
 
 
 def _in_pause(after_pause_ms: float | None, pause_ms: int) -> bool:
@@ -111,13 +134,13 @@ def test_every_setting_ran_or_says_why_not(bench: dict[str, Any], run: dict[str,
     assert [u["id"] for u in run["utterances"]] == list(corpus.quick)
     for u in run["utterances"]:
         assert set(u["results"]) == settings
-        assert all(set(r) == RECORD for r in u["results"].values())
+        assert all(set(r) in (RECORD, {"error"}) for r in u["results"].values())
 
 
 def test_each_turn_is_consistent(run: dict[str, Any]) -> None:
     for u in run["utterances"]:
         text = " ".join(u["parts"])
-        for name, r in u["results"].items():
+        for name, r in _done(u).items():
             assert r["cut_short"] == (r["ended_ms"] < 0), (u["id"], name)
             assert r["transcript_ms"] >= r["ended_ms"], (u["id"], name)
             assert r["exact"] == (normalize(r["transcript"]) == normalize(text))
@@ -129,9 +152,10 @@ def test_each_turn_is_consistent(run: dict[str, Any]) -> None:
 
 def test_ha_holds_are_ordered_on_the_same_audio(run: dict[str, Any]) -> None:
     for u in run["utterances"]:
-        ends = [u["results"][h]["ended_ms"] for h in HA_HOLDS]
+        done = _done(u)
+        ends = [done[h]["ended_ms"] for h in HA_HOLDS if h in done]
         assert ends == sorted(ends), u["id"]
-        assert all(u["results"][h]["by"] == "ha_hold" for h in HA_HOLDS)
+        assert all(done[h]["by"] == "ha_hold" for h in HA_HOLDS if h in done)
 
 
 def test_a_hold_through_the_gateway_ends_where_the_hold_alone_does(run: dict[str, Any]) -> None:
@@ -139,7 +163,7 @@ def test_a_hold_through_the_gateway_ends_where_the_hold_alone_does(run: dict[str
     for name in FALLBACK:
         for u, r in _rows(run, name):
             assert r["by"] in {"gateway", "ha_hold"}, (u["id"], name)
-            if r["by"] == "ha_hold":
+            if r["by"] == "ha_hold" and "ha_0.7" in _done(u):
                 assert r["ended_ms"] == u["results"]["ha_0.7"]["ended_ms"], (u["id"], name)
     assert {r["by"] for _u, r in _rows(run, "gateway_off")} == {"ha_hold"}
     if OWN_VAD in run["settings"]:
@@ -162,6 +186,8 @@ def test_summaries_add_up(run: dict[str, Any]) -> None:
         for kind, summary in classes.items():
             rows = [r for u, r in _rows(run, name) if u["class"] == kind]
             assert summary["n"] == len(rows)
+            if not rows:
+                continue
             assert summary["cut_short"] == sum(r["cut_short"] for r in rows)
             assert summary["ended_by"] == {
                 by: sum(r["by"] == by for r in rows) for by in {r["by"] for r in rows}
@@ -171,9 +197,10 @@ def test_summaries_add_up(run: dict[str, Any]) -> None:
     goals = run["goals"]
     cuts = goals["cannot_end_cut_short"]
     assert cuts["cut_short"] == {
-        n: c["pause_cannot_end"]["cut_short"] for n, c in run["by_class"].items()
+        n: c["pause_cannot_end"].get("cut_short", 0) for n, c in run["by_class"].items()
     }
-    for name in ("gateway_400", "gateway_700"):
-        assert cuts[f"{name}_met"] == (cuts["cut_short"][name] <= cuts["cut_short"]["ha_0.7"])
+    for name in ("gateway_400", "gateway_400_one_tier", "gateway_700"):
+        if not run["errors"]:  # with failed turns HA's cuts on the same utterances are compared
+            assert cuts[f"{name}_met"] == (cuts["cut_short"][name] <= cuts["cut_short"]["ha_0.7"])
         ratio = goals["complete_last_word_to_transcript_ratio"][name]
         assert ratio["met"] == (ratio["vs_ha_0.7_then_stt"] <= 0.6)
