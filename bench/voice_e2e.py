@@ -97,7 +97,7 @@ def setup_facts(servers: Servers, args: argparse.Namespace) -> dict[str, Any]:
         "questions": args.questions,
         "pairs": args.pairs,
         "asr_modes": list(args.asr),
-        "gateway_end_of_turn": "STT_ENDPOINT_MS default (400 ms)",
+        "gateway_end_of_turn": "the defaults: STT_ENDPOINT_MS 400 ms, STT_ENDPOINT_WEAK_MS 700 ms",
         "cpus": os.cpu_count(),
         "logs": str(servers.logs),
     }
