@@ -82,6 +82,7 @@ SETTLE_S = 120.0  # a process's first minutes: its start-up, not growth
 # After the load: the proxy closes an idle client connection after 65 s (keepalive_timeout),
 # the gateway its pooled upstream ones after 4 s, aiohttp's pools in HA after 15 s.
 AT_REST_S = 75.0
+AT_REST_READINGS, AT_REST_EVERY_S = 6, 5.0  # the fewest of these: 30 s, two polls
 MIN_SAMPLES = 6  # after settling, to judge a process's growth
 WATCHED = (Role.HASS, Role.GATEWAY, Role.PROXY, Role.SPEECH, Role.LLAMA)
 FAULTS = ("llama_kill", "speech_restart", "gateway_restart", "proxy_new_key", "proxy_down",
@@ -512,14 +513,17 @@ def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[s
     tenth of its samples under load (at least three; five minutes of a 50-minute watch) against
     that of the last tenth: the level it holds, not the swing of a request in flight (one long
     synthesis moves the speech server's by 100 MB). Counts: the floor (fewest) of the first
-    third of the samples under load against the reading at rest after the load (`at_rest`), or
-    against the floor of the last third without one (floors)."""
+    third of the samples under load against the fewest of the readings at rest after the load
+    (`at_rest`), or against the floor of the last third without them (floors)."""
     lives: dict[int, list[tuple[float, dict[str, Any]]]] = {}
-    rest: dict[int, dict[str, Any]] = {}
+    rest: dict[int, dict[str, int]] = {}  # the fewest of each count at rest
     for row in usage:
         if (u := row.get(role.value)) is not None:
             if row.get("at_rest"):
-                rest[u["pids"][0]] = u
+                least = rest.setdefault(u["pids"][0], {})
+                for key in COUNTS:
+                    if isinstance(u.get(key), int):
+                        least[key] = min(least.get(key, u[key]), u[key])
             else:
                 lives.setdefault(u["pids"][0], []).append((row["t"], u))
     out = []
@@ -812,10 +816,13 @@ async def run(args: argparse.Namespace, servers: Servers) -> dict[str, Any]:
             group.create_task(browsers(soak, args.browser_gap))
             for n in range(2):
                 group.create_task(satellite(soak, n, speech, args.gap))
-        # the counts once more at rest, after every idle connection's keep-alive has run out
+        # the counts once more at rest, after every idle connection's keep-alive has run out,
+        # a few times: one reading may fall on the integration's poll (its requests in flight)
         log(f"load stopped; the counts at rest in {AT_REST_S:.0f} s")
         await asyncio.sleep(AT_REST_S)
-        soak.usage.append(await sample(soak, at_rest=True))
+        for _ in range(AT_REST_READINGS):
+            soak.usage.append(await sample(soak, at_rest=True))
+            await asyncio.sleep(AT_REST_EVERY_S)
         kinds = recorder_rows(servers.config_dir, ours, began_unix)
         return report(soak, kinds, args)
     finally:

@@ -80,7 +80,7 @@ def test_report_shape(soak: dict[str, Any]) -> None:
         "warm_up_within_one_poll", "no_gateway_error_outside_a_fault_window",
     }  # fmt: skip
     assert "llama" not in soak["goals"]["rss_growth_under_5pct_last_5_6"]  # judged by its cache
-    assert sum(bool(row.get("at_rest")) for row in soak["usage_samples"]) == 1
+    assert sum(bool(row.get("at_rest")) for row in soak["usage_samples"]) == 6
     # the process running at the end (the last one) was read at rest
     assert all(lives[-1]["counts_at_rest"] for lives in soak["usage_last_5_6"].values() if lives)
     assert all(set(e) == {"t", "since_t", "error", "count", "in_window"}
@@ -138,7 +138,8 @@ def test_counts_at_rest_are_judged_per_process() -> None:
     soak = _soak_module()
     rows = [{"t": 10.0 * i, "gateway": {"pids": [7], "rss_kb": 1024, "fds": 9 + (i >= 20)}}
             for i in range(30)]  # fmt: skip
-    rows.append({"t": 400.0, "at_rest": True, "gateway": {"pids": [7], "rss_kb": 1, "fds": 9}})
+    rows.append({"t": 400.0, "at_rest": True, "gateway": {"pids": [7], "rss_kb": 1, "fds": 10}})
+    rows.append({"t": 405.0, "at_rest": True, "gateway": {"pids": [7], "rss_kb": 1, "fds": 9}})
     (life,) = soak.growth(rows, soak.Role.GATEWAY, 0.0)
     assert life["fds"] == [9, 9]
     assert life["counts_at_rest"] is True
