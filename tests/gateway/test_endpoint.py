@@ -93,6 +93,13 @@ class Turn:
         self.early.feed(frame * count)
         self.turn.check()
 
+    async def answered_at_the_cut(self, text: str | None) -> None:
+        """A second of speech, the 300 ms pause that cuts it, and the early request's answer."""
+        self.feed(LOUD, 20)
+        self.feed(QUIET, 15)  # the cut: 300 ms
+        self.requests[0].answer(text)
+        await settle()
+
     def counts(self) -> dict[str, int]:
         return counted(self.metrics)
 
@@ -201,10 +208,7 @@ async def test_a_weakly_complete_transcript_waits_for_the_weak_endpoint() -> Non
     """What tiny.en heard for a cut "Dim the lights in the", "Dim the lights in there.", ends
     the turn only after the longer weak endpoint; a strong verdict at the short one."""
     t = Turn(weak_ms=700)
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 15)  # the cut: 300 ms
-    t.requests[0].answer("Dim the lights in there.")
-    await settle()
+    await t.answered_at_the_cut("Dim the lights in there.")
     t.feed(QUIET, 19)  # 680 ms
     assert not t.ended
     assert "reads complete only weakly" in t.turn.why
@@ -215,10 +219,7 @@ async def test_a_weakly_complete_transcript_waits_for_the_weak_endpoint() -> Non
     await t.turn.close()
 
     strong = Turn(weak_ms=700)
-    strong.feed(LOUD, 20)
-    strong.feed(QUIET, 15)
-    strong.requests[0].answer("Dim the lights in the dining room.")
-    await settle()
+    await strong.answered_at_the_cut("Dim the lights in the dining room.")
     strong.feed(QUIET, 5)  # 400 ms
     assert strong.ended == [strong.requests[0]]
     await strong.turn.close()
@@ -227,10 +228,7 @@ async def test_a_weakly_complete_transcript_waits_for_the_weak_endpoint() -> Non
 @pytest.mark.parametrize("weak_ms", [0, 300, 400])
 async def test_a_weak_endpoint_no_longer_than_the_endpoint_is_one_tier(weak_ms: int) -> None:
     t = Turn(weak_ms=weak_ms)
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 15)
-    t.requests[0].answer("Remind me too.")
-    await settle()
+    await t.answered_at_the_cut("Remind me too.")
     t.feed(QUIET, 4)  # 380 ms
     assert not t.ended
     assert t.turn.why == "'Remind me too.' reads complete, but the pause was 380 ms"

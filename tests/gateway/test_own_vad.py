@@ -27,7 +27,6 @@ from .test_endpoint import (
     early,
     fed,
     phrases,  # noqa: F401 (a fixture)
-    settle,
     start,
     texts,
     turn_end,
@@ -44,10 +43,7 @@ def own(*, accept: bool = True) -> Turn:
 
 async def test_complete_words_end_at_the_endpoint_as_before() -> None:
     t = own()
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 15)
-    t.requests[0].answer("Turn on the kitchen light.")
-    await settle()
+    await t.answered_at_the_cut("Turn on the kitchen light.")
     t.feed(QUIET, 5)  # 400 ms
     assert t.ended == [t.requests[0]]
     assert t.counts() == {"gateway": 1, "client": 0}
@@ -63,10 +59,7 @@ async def test_complete_words_end_at_the_endpoint_as_before() -> None:
 )
 async def test_other_words_end_after_the_hold(text: str | None, why: str) -> None:
     t = own()
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 15)
-    t.requests[0].answer(text)
-    await settle()
+    await t.answered_at_the_cut(text)
     t.feed(QUIET, HOLD // 20 - 16)  # 1280 ms: a pause where a request cannot end goes on
     assert not t.ended
     t.feed(QUIET, 1)  # 1300 ms
