@@ -341,9 +341,8 @@ def gateway_errors(usage: list[dict[str, Any]], windows: list[tuple[float, float
         previous = t
         for what, n in sorted(gateway["errors"].items()):
             if (count := n - before.get(what, 0)) > 0:
-                in_window = any(lo <= t and hi >= since for lo, hi in windows)
                 out.append({"t": t, "since_t": since, "error": what, "count": count,
-                            "in_window": in_window})  # fmt: skip
+                            "in_window": _overlaps(since, t, windows)})  # fmt: skip
         last[pid] = (t, gateway["errors"])
     return out
 
@@ -482,8 +481,9 @@ def _answered_after(soak: Soak) -> bool:
 # --- the report ------------------------------------------------------------------------------
 
 
-def _overlaps(request: Request, windows: list[tuple[float, float]]) -> bool:
-    return any(request.start <= end and request.end >= start for start, end in windows)
+def _overlaps(lo: float, hi: float, windows: list[tuple[float, float]]) -> bool:
+    """Whether the span from `lo` to `hi` overlaps any fault window."""
+    return any(lo <= end and hi >= start for start, end in windows)
 
 
 def latency_by_quarter(requests: list[Request], span: float) -> list[dict[str, Any]]:
@@ -665,7 +665,7 @@ def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace)
     span = soak.now()
     windows = [f.window() for f in soak.faults]
     for r in soak.requests:
-        r.in_window = _overlaps(r, windows)
+        r.in_window = _overlaps(r.start, r.end, windows)
     errors = [r for r in soak.requests if not r.ok]
     outside = [r for r in errors if not r.in_window]
     sent = gateway_errors(soak.usage, windows)
