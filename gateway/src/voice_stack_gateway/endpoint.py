@@ -110,13 +110,13 @@ class TurnEnd:
             self.why = f"{words!r} does not read complete: {verdict.why}"
         elif self._early.speech_after_cut:
             self.why = "speech after the last cut"
-        elif pause < needed and weak:
+        elif pause < needed:
             self.why = (
                 f"{words!r} reads complete only weakly ({verdict.why}), but the pause was"
                 f" {pause} ms (< the weak endpoint's {needed} ms)"
+                if weak
+                else f"{words!r} reads complete, but the pause was {pause} ms"
             )
-        elif pause < needed:
-            self.why = f"{words!r} reads complete, but the pause was {pause} ms"
         else:
             limit = f"the weak endpoint's {needed} ms" if weak else f"{needed} ms"
             return f"a {pause} ms pause (>= {limit}), {words!r}: {verdict.why}"
