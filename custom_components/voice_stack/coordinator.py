@@ -104,6 +104,9 @@ def poll_failed(err: LlamaError, url: str) -> UpdateFailed:
     )
 
 
+RECOVERY_INTERVAL: Final = timedelta(seconds=3)  # while a service is down or still loading
+
+
 class VoiceStackCoordinator[DataT, ClientT: ServiceClient](DataUpdateCoordinator[DataT]):
     """Shared setup: the entry, the service's client and its base URL; one error mapping."""
 
@@ -125,10 +128,20 @@ class VoiceStackCoordinator[DataT, ClientT: ServiceClient](DataUpdateCoordinator
 
     @override
     async def _async_update_data(self) -> DataT:
+        # Until a poll finds the service ready, poll every RECOVERY_INTERVAL: the warm-up after
+        # a restart and the dashboard's "connected" wait for the first ready poll.
+        self.update_interval = RECOVERY_INTERVAL
         try:
-            return await self._poll()
+            data = await self._poll()
         except LlamaError as err:
             raise poll_failed(err, self.base_url) from err
+        if self._ready(data):
+            self.update_interval = self.interval
+        return data
+
+    def _ready(self, data: DataT) -> bool:
+        """Whether the service answered as ready (not still starting)."""
+        return True
 
     @abstractmethod
     async def _poll(self) -> DataT:
@@ -181,6 +194,10 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData, LlamaClient]):
         data = self._with_props(data, props)
         data = self._with_slots(data, slots)
         return self._with_metrics(data, metrics)
+
+    @override
+    def _ready(self, data: LlamaData) -> bool:
+        return not data.loading
 
     async def _get(self, path: str) -> Reply:
         url = f"{self.base_url}{path}"

@@ -5,6 +5,7 @@ the same process; failed warm-ups retried less and less often; user requests fir
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,7 +13,8 @@ from freezegun.api import FrozenDateTimeFactory
 from homeassistant.components import conversation
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import intent
-from pytest_homeassistant_custom_component.common import MockConfigEntry
+from homeassistant.util import dt as dt_util
+from pytest_homeassistant_custom_component.common import MockConfigEntry, async_fire_time_changed
 
 from custom_components.voice_stack.const import (
     CONF_MODEL,
@@ -21,6 +23,7 @@ from custom_components.voice_stack.const import (
     CONF_TIMEOUT,
     REASONING_DISABLED,
 )
+from custom_components.voice_stack.coordinator import RECOVERY_INTERVAL
 from custom_components.voice_stack.data import (
     Counters,
     LlamaData,
@@ -40,12 +43,15 @@ from tests.integration.helpers import (
     agent,
     agent_entity,
     poll,
+    settle,
     setup_entry,
     slot_state,
     stack_entry,
 )
 from voice_stack_dev.fakes.integration import FakeLlama, ForwardingProxy
 from voice_stack_dev.llama import LlamaServer
+
+LOADING = '{"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}'
 
 
 def _seen(
@@ -154,6 +160,27 @@ async def test_warm_up_follows_what_the_coordinator_sees(
     fake.slots[0]["id_task"] = 99  # another client ran a task on the agent's slot
     await poll(hass, entry)
     assert len(fake.warm_requests) == count + 2
+
+
+async def test_a_restart_is_warmed_seconds_after_the_server_is_ready(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+) -> None:
+    """While llama-server is down or still loading it is polled every 3 s, not every 15 s: a
+    restarted server's slot is primed at the first scheduled poll that finds it ready, and a
+    ready server is polled every 15 s again."""
+    entry = init_integration
+    llm = entry.runtime_data.coordinators.llm
+    fake.slots[0]["id_task"] = 5
+    await poll(hass, entry)
+    count = len(fake.warm_requests)
+    fake.overrides["/health"] = (503, LOADING)
+    await poll(hass, entry)
+    del fake.overrides["/health"]
+    fake.props = {**fake.props, "media_marker": "<__new_process__>"}
+    async_fire_time_changed(hass, dt_util.utcnow() + RECOVERY_INTERVAL + timedelta(seconds=1))
+    await settle(hass)
+    assert len(fake.warm_requests) == count + 1, "primed at the next poll, 3 s on"
+    assert llm.update_interval == llm.interval
 
 
 async def test_failed_warm_up_is_retried_less_often(
