@@ -25,7 +25,15 @@ from .const import (
     MAX_TOOL_ITERATIONS,
 )
 from .devices import agent_device_info
-from .errors import LlamaAuthError, LlamaContextError, LlamaTimeoutError, translate_errors
+from .errors import (
+    LlamaAuthError,
+    LlamaConnectionError,
+    LlamaContextError,
+    LlamaLoadingError,
+    LlamaStreamError,
+    LlamaTimeoutError,
+    translate_errors,
+)
 from .models import VoiceStackConfigEntry
 from .prompt import build_messages, format_tools
 from .repairs import ContextError
@@ -78,7 +86,18 @@ class VoiceStackLLMEntity(Entity):
             except LlamaAuthError:
                 self.entry.async_start_reauth(self.hass)
                 raise
+            except LlamaConnectionError, LlamaLoadingError, LlamaStreamError:
+                self._poll_now()
+                raise
         data.repairs.request_ok(self.agent)
+
+    def _poll_now(self) -> None:
+        """The server went away or is starting again: poll it now rather than at the next
+        poll, so a restarted server's slots are warmed seconds after it is back."""
+        llm_poller = self.entry.runtime_data.coordinators.llm
+        self.entry.async_create_background_task(
+            self.hass, llm_poller.async_request_refresh(), f"{DOMAIN} poll after a lost turn"
+        )
 
     async def _on_a_slot(
         self, chat_log: conversation.ChatLog, extra: dict[str, Any], timeout_s: float

@@ -48,7 +48,7 @@ from tests.integration.helpers import (
     slot_state,
     stack_entry,
 )
-from voice_stack_dev.fakes.integration import FakeLlama, ForwardingProxy
+from voice_stack_dev.fakes.integration import FakeLlama, ForwardingProxy, chunk, sse, streaming
 from voice_stack_dev.llama import LlamaServer
 
 LOADING = '{"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}'
@@ -181,6 +181,25 @@ async def test_a_restart_is_warmed_seconds_after_the_server_is_ready(
     await settle(hass)
     assert len(fake.warm_requests) == count + 1, "primed at the next poll, 3 s on"
     assert llm.update_interval == llm.interval
+
+
+async def test_a_turn_that_lost_the_server_polls_at_once(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+) -> None:
+    """A reply cut off by the server (killed mid-reply, and already back) polls at once:
+    the new process's slot is primed without waiting for the next poll."""
+    entry = init_integration
+    fake.slots[0]["id_task"] = 5
+    await poll(hass, entry)
+    count = len(fake.warm_requests)
+    fake.chat = streaming(sse(chunk({"content": "Hi"})), close_early=True)
+    fake.props = {**fake.props, "media_marker": "<__new_process__>"}
+    result = await conversation.async_converse(
+        hass, "hi", None, Context(), agent_id=agent_entity(hass, entry)
+    )
+    assert result.response.response_type is intent.IntentResponseType.ERROR
+    await settle(hass)
+    assert len(fake.warm_requests) == count + 1
 
 
 async def test_failed_warm_up_is_retried_less_often(
