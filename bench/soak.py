@@ -117,7 +117,7 @@ class Fault:
     start: float
     back: float | None = None  # the service answers again
     error: str | None = None
-    first_task_s: float | None = None  # llama_kill: until the agent's slot ran any task
+    first_task_s: float | None = None  # llama_kill: until the agent's slot began any task
 
     def window(self) -> tuple[float, float]:
         return self.start, (self.back if self.back is not None else self.start) + GRACE_S
@@ -348,16 +348,15 @@ def gateway_errors(usage: list[dict[str, Any]], windows: list[tuple[float, float
 
 
 async def first_task_s(soak: Soak, since: float) -> float | None:
-    """Seconds from `since` until llama-server's reserved slot has run a task (a voice turn or
-    the warm-up's prime, whichever came first; the warm-up itself is timed by its prime, from
-    watch_primes); None within WARM_UP_LIMIT_S."""
+    """Seconds from `since` until llama-server's reserved slot began its first task: the
+    warm-up's prime, or a voice turn that came first (the prime gives way to a waiting turn by
+    design, and the turn caches the same prefix); None within WARM_UP_LIMIT_S."""
     url, key = soak.servers.url(Role.LLAMA), soak.servers.state.llama_key
     deadline = time.monotonic() + WARM_UP_LIMIT_S
     while time.monotonic() < deadline:
         slots = {s.get("id"): s for s in await llama_slots(url, key)}
-        slot = slots.get(RESERVED_SLOTS[0]) or {}
-        task = slot.get("id_task")
-        if isinstance(task, int) and task >= 0 and not slot.get("is_processing"):
+        task = (slots.get(RESERVED_SLOTS[0]) or {}).get("id_task")
+        if isinstance(task, int) and task >= 0:  # a new process's slot shows -1 or nothing
             return round(soak.now() - since, 1)
         await asyncio.sleep(0.2)
     return None
@@ -675,7 +674,9 @@ def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace)
              for f, nxt in zip(soak.faults, starts, strict=True)]  # fmt: skip
     browsers = [r for r in soak.requests if r.client.startswith("browser") and r.ok]
     evicted = [r for r in browsers if r.slot in RESERVED_SLOTS]
-    warm = [_primed_after(soak.primes, f) for f in soak.faults if f.name == "llama_kill"]
+    kills = [f for f in soak.faults if f.name == "llama_kill"]
+    primed = [_primed_after(soak.primes, f) for f in kills]
+    warm = [f.first_task_s for f in kills]  # the prime or a voice turn, whichever came first
     # A restart of llama-server or HA (the entry set up anew) is expected to prime the slot.
     restarts = [f.window() for f in soak.faults if f.name in ("llama_kill", "ha_restart")]
     stray = [t for t in soak.primes if t > GRACE_S  # the set-up's own warm-up may run late
@@ -740,6 +741,7 @@ def report(soak: Soak, kinds: dict[str, Counter[str]], args: argparse.Namespace)
         "usage_samples": soak.usage,
         "voice_slot_evictions_by_browsers": len(evicted),
         "warm_up_s_after_llama_restart": warm,
+        "prime_s_after_llama_restart": primed,
         "llama_cache_ram_mib": CACHE_RAM_MIB,
         "primes_s": soak.primes,
         "primes_while_nothing_restarted_s": stray,

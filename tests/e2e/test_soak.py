@@ -70,6 +70,7 @@ def test_report_shape(soak: dict[str, Any]) -> None:
     assert set(soak["usage_last_5_6"]) == {"hass", "gateway", "proxy", "speech", "llama"}
     assert soak["usage_samples"]
     assert len(soak["warm_up_s_after_llama_restart"]) == 1
+    assert len(soak["prime_s_after_llama_restart"]) == 1
     assert isinstance(soak["recorder_rows"]["by_entity"], dict)
     assert soak["recorder_rows"]["by_entity"]  # the recorder is on and our entities wrote
     assert [a["fault"] for a in soak["first_after_back"]] == [f["name"] for f in soak["faults"]]
