@@ -121,6 +121,23 @@ async def test_streaming_failure_and_cancel_on_disconnect(
     assert len(fake_speech.requests) == sent + 4  # the look-ahead of 4, not all five
 
 
+async def test_a_sentence_fetched_ahead_may_wait_for_those_before_it(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory, client: Clients
+) -> None:
+    """Against a TTS server that synthesizes one request at a time, the sentences fetched
+    ahead wait in its queue behind the ones before them: each may take one first-byte limit
+    per sentence ahead of it, so a reply is not cut short while every sentence is on time."""
+    gw = await make_gateway(fake_speech.url, first_byte_timeout=1.5, tts_concurrency=6)
+    fake_speech.serial, fake_speech.delay = True, 0.3
+    text = " ".join(f"This is sentence number {n} of six." for n in range(1, 7))
+    async with client(gw) as c:
+        await c.send(SynthesizeStart().event(), SynthesizeChunk(text=text).event())
+        await c.send(SynthesizeStop().event())
+        events = await c.read_until("synthesize-stopped", "error")
+    assert [e.type for e in events if e.type == "error"] == []
+    assert len(fake_speech.requests) == 6  # six waits of 0.3 s: the last one 1.8 s on
+
+
 async def test_client_leaves_mid_audio(
     fake_speech: FakeSpeech, make_gateway: GatewayFactory, client: Clients
 ) -> None:

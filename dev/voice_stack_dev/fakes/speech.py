@@ -4,7 +4,8 @@ do on demand (errors, hangs, cut streams, odd formats) and for paced benchmark t
 In process (tests): `FakeSpeech().start()`, then set `mode` for every next request, or queue one
 mode per request in `stt_modes` / `tts_modes`. Modes: ok, status500, status404, hang, stall, cut,
 garbage_wav, wrong_type, float_wav, wav22k, bad_json, no_text, sse_garbage, sse_no_done. `health`
-is "ok", "down" (HTTP 503) or "hang". Requests, cancellations and keys are recorded.
+is "ok", "down" (HTTP 503) or "hang"; `serial` makes it synthesize one request at a time.
+Requests, cancellations and keys are recorded.
 
 As a process (benchmarks): `python -m voice_stack_dev.fakes.speech PORT [--paced]`. Text tags pick
 a fault per request: "[500]", "[hang]", "[22k]" (a 22.05 kHz WAV whatever was asked). Paced: TTS
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import struct
@@ -59,6 +61,8 @@ class FakeSpeech:
         self.tts_modes: list[str] = []
         self.health = "ok"
         self.delay = 0.0  # seconds before the first byte
+        self.serial = False  # synthesize one request at a time, as a CPU engine does
+        self._one_at_a_time = asyncio.Lock()
         self.requests: list[dict[str, Any]] = []
         self.cancelled = 0
         self.auth: list[str] = []
@@ -132,6 +136,31 @@ class FakeSpeech:
         tag = TAG.search(text)
         text = TAG.sub("", text)
         mode = self.tts_modes.pop(0) if self.tts_modes else _tagged_mode(text, self.mode)
+        if (refused := await self._refusal(request, mode)) is not None:
+            return refused
+        async with self._one_at_a_time if self.serial else contextlib.nullcontext():
+            await asyncio.sleep(self.pacing.first_byte_s if self.pacing else self.delay)
+            wav = mode in _WAV_MODES or body.get("response_format") == "wav"
+            resp = web.StreamResponse(headers={"Content-Type": "audio/wav" if wav else "audio/pcm"})
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            words = max(1, len(text.split()))
+            if self.pacing is not None:
+                await self._paced_audio(
+                    resp,
+                    words=words,
+                    rate=22050 if mode == "wav22k" else RATE,
+                    wav=wav,
+                    entered=entered,
+                    tag=tag,
+                )
+            else:
+                await self._audio(request, resp, mode, words, wav)
+            await resp.write_eof()
+            return resp
+
+    async def _refusal(self, request: web.Request, mode: str) -> web.StreamResponse | None:
+        """The answer of a mode that synthesizes nothing."""
         if mode == "status500":
             return web.json_response({"error": {"message": "engine exploded"}}, status=500)
         if mode == "status404":
@@ -140,25 +169,7 @@ class FakeSpeech:
             return await self._hang(request)
         if mode == "wrong_type":
             return web.Response(text="<html>oops</html>", content_type="text/html")
-        await asyncio.sleep(self.pacing.first_byte_s if self.pacing else self.delay)
-        wav = mode in _WAV_MODES or body.get("response_format") == "wav"
-        resp = web.StreamResponse(headers={"Content-Type": "audio/wav" if wav else "audio/pcm"})
-        resp.enable_chunked_encoding()
-        await resp.prepare(request)
-        words = max(1, len(text.split()))
-        if self.pacing is not None:
-            await self._paced_audio(
-                resp,
-                words=words,
-                rate=22050 if mode == "wav22k" else RATE,
-                wav=wav,
-                entered=entered,
-                tag=tag,
-            )
-        else:
-            await self._audio(request, resp, mode, words, wav)
-        await resp.write_eof()
-        return resp
+        return None
 
     async def _audio(
         self, request: web.Request, resp: web.StreamResponse, mode: str, words: int, wav: bool

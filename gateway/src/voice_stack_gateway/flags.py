@@ -104,7 +104,11 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--languages", ("WYOMING_LANGUAGES",), "en", "languages when a backend names none"),
     Flag("--connect-timeout", ("GATEWAY_CONNECT_TIMEOUT",), "3", "seconds to connect upstream"),
     Flag(
-        "--first-byte-timeout", ("GATEWAY_FIRST_BYTE_TIMEOUT",), "10", "seconds to the first byte"
+        "--first-byte-timeout",
+        ("GATEWAY_FIRST_BYTE_TIMEOUT",),
+        "10",
+        "seconds to the first byte, and of silence mid-stream (a sentence synthesized ahead:"
+        " one more for each sentence before it)",
     ),
     Flag("--total-timeout", ("GATEWAY_TOTAL_TIMEOUT",), "60", "seconds for a whole upstream call"),
     Flag(

@@ -2,7 +2,9 @@
 
 Streaming keeps three things apart so none waits on another: the connection keeps reading text
 (the splitter releases sentences), up to N sentences ahead of the one playing are fetched
-concurrently, and one writer sends their audio strictly in order. A stream is one audio-start /
+concurrently (a TTS server that synthesizes one request at a time answers them in turn, so a
+sentence fetched k places ahead may take k + 1 first-byte limits), and one writer sends their
+audio strictly in order. A stream is one audio-start /
 chunks / audio-stop envelope, then synthesize-stopped; piper sends one envelope per sentence
 instead. Home Assistant fixes the format at the first audio-start and ignores later ones, so one
 envelope in one format is what it plays correctly either way. A stream's audio-start goes out as
@@ -186,7 +188,8 @@ class StreamingSynthesis:
             async with self.window:
                 await self.window.wait_for(lambda: job.index < self.head + ctx.tts.concurrency)
             body = request_body(ctx, job.text, self.voice)
-            async for item in ctx.tts_backend.speech(body, ctx.tts.pcm_rate):
+            ahead = job.index - self.head
+            async for item in ctx.tts_backend.speech(body, ctx.tts.pcm_rate, ahead):
                 job.queue.put_nowait(item)
             job.queue.put_nowait(_DONE)
         except GatewayError as err:

@@ -79,10 +79,10 @@ class Backend:
         if self._session is not None:
             await self._session.close()
 
-    def _timeout(self, total: float | None = None) -> aiohttp.ClientTimeout:
+    def _timeout(self, total: float | None = None, reads: int = 1) -> aiohttp.ClientTimeout:
         t = self.timeouts
         return aiohttp.ClientTimeout(
-            total=total or t.total, sock_connect=t.connect, sock_read=t.first_byte
+            total=total or t.total, sock_connect=t.connect, sock_read=t.first_byte * reads
         )
 
     def record_failure(self, exc: BaseException, action: str) -> GatewayError:
@@ -134,22 +134,27 @@ class Backend:
     # --- TTS -------------------------------------------------------------------------------------
 
     async def speech(
-        self, body: dict[str, Any], pcm_rate: int
+        self, body: dict[str, Any], pcm_rate: int, ahead: int = 0
     ) -> AsyncIterator[tuple[PcmFormat, bytes]]:
-        """POST /audio/speech asking for raw PCM; yields (format, bytes) as they arrive."""
+        """POST /audio/speech asking for raw PCM; yields (format, bytes) as they arrive.
+
+        `ahead`: sentences of the same stream still to be spoken before this one. A server
+        that synthesizes one request at a time answers them first, so this one's first-byte
+        limit is one limit for each of them plus its own.
+        """
         try:
-            async for item in self._speech(body, pcm_rate):
+            async for item in self._speech(body, pcm_rate, 1 + ahead):
                 yield item
         except (TimeoutError, GatewayError, aiohttp.ClientError) as exc:
             raise self.record_failure(exc, "synthesis") from None
 
     async def _speech(
-        self, body: dict[str, Any], pcm_rate: int
+        self, body: dict[str, Any], pcm_rate: int, reads: int
     ) -> AsyncIterator[tuple[PcmFormat, bytes]]:
         started = time.perf_counter()
         first = True
         async with self.session.post(
-            f"{self.base_url}/audio/speech", json=body, timeout=self._timeout()
+            f"{self.base_url}/audio/speech", json=body, timeout=self._timeout(reads=reads)
         ) as resp:
             await self._check_status(resp, "synthesis")
             decoder = BodyDecoder(resp.content_type, self.kind, pcm_rate)
