@@ -59,7 +59,8 @@ class AssistTimings:
     agent_first_token_ms: float | None
     first_sentence_ms: float | None
     tts_first_byte_ms: float | None
-    audio_stop_by: str  # "vad": HA's own VAD heard the silence; "end of audio": the runner's
+    audio_stop_by: str  # "vad": HA's own VAD heard the silence; "transcript": the STT answered
+    # first (the gateway's end of turn); "end of audio": the runner's
     streamed: bool  # HA streamed the reply text into TTS while the agent was still writing
     stage_ms: dict[str, float] = field(default_factory=dict)
 
@@ -121,17 +122,24 @@ def _tts_handoff(events: Sequence[PipelineEvent]) -> tuple[datetime | None, bool
     return (start.at if start else None), False
 
 
-def _audio_stop(events: Sequence[PipelineEvent], marks: Marks) -> tuple[datetime | None, str]:
+def _audio_stop(
+    events: Sequence[PipelineEvent], marks: Marks, transcript: datetime | None
+) -> tuple[datetime | None, str]:
+    """When the audio stopped counting, and what stopped it. A transcript that came first (the
+    gateway ended the turn at the pause) ends it there: nothing after it was waited for."""
     vad_end = first_event(events, "stt-vad-end")
-    if vad_end is not None and (marks.audio_end_sent is None or vad_end.at <= marks.audio_end_sent):
-        return vad_end.at, "vad"
-    return marks.audio_end_sent, "end of audio"
+    stop, by = marks.audio_end_sent, "end of audio"
+    if vad_end is not None and (stop is None or vad_end.at <= stop):
+        stop, by = vad_end.at, "vad"
+    if transcript is not None and stop is not None and transcript < stop:
+        return transcript, "transcript"
+    return stop, by
 
 
 def extract_timings(events: Sequence[PipelineEvent], marks: Marks) -> AssistTimings:
     """The figure and its parts for one run."""
-    audio_stop, stopped_by = _audio_stop(events, marks)
     transcript = getattr(first_event(events, "stt-end"), "at", None)
+    audio_stop, stopped_by = _audio_stop(events, marks, transcript)
     first_token = first_token_at(events)
     handoff, streamed = _tts_handoff(events)
     return AssistTimings(

@@ -57,6 +57,17 @@ def test_local_intent_counts_from_intent_end_and_our_end_of_audio() -> None:
     assert (t.first_sentence_ms, t.tts_first_byte_ms) == (10, 190)
 
 
+def test_a_transcript_before_the_audio_stopped_ends_the_turn_there() -> None:
+    """The gateway answered at the pause, before HA's VAD or the runner's end of audio (HA then
+    sends no stt-vad-end): the hold runs to the transcript, the STT wait is 0, never negative."""
+    events = [e for e in _streamed_run() if e.kind != "stt-vad-end"]
+    marks = Marks(speech_end=_at(2500), audio_end_sent=_at(3200), first_audio=_at(3900))
+    t = extract_timings(events, marks)
+    assert t.audio_stop_by == "transcript"
+    assert (t.silence_hold_ms, t.stt_wait_ms) == (500, 0)
+    assert t.to_first_audio_ms == 1400 == sum(v for v in t.parts().values() if v is not None)
+
+
 def test_missing_events_leave_parts_empty() -> None:
     marks = Marks(speech_end=_at(0), audio_end_sent=None, first_audio=None)
     t = extract_timings([_event("run-start", 0)], marks)

@@ -13,7 +13,7 @@ from voice_stack_dev.assist import AssistRun
 from voice_stack_dev.assist_timings import AssistTimings, PipelineEvent
 
 
-def _turn(hold: float, stt_wait: float) -> Turn:
+def _turn(hold: float, stt_wait: float, by: str = "end of audio") -> Turn:
     timings = AssistTimings(
         to_first_audio_ms=hold + stt_wait + 600.0,
         silence_hold_ms=hold,
@@ -21,7 +21,7 @@ def _turn(hold: float, stt_wait: float) -> Turn:
         agent_first_token_ms=300.0,
         first_sentence_ms=100.0,
         tts_first_byte_ms=200.0,
-        audio_stop_by="end of audio",
+        audio_stop_by=by,
         streamed=False,
     )
     run = AssistRun("Hi.", "Hello.", "action_done", "c1", "agent", False, b"", None, timings, ())
@@ -29,8 +29,8 @@ def _turn(hold: float, stt_wait: float) -> Turn:
 
 
 def test_a_transcript_before_audio_stop_ends_the_turn_there() -> None:
-    # the runner sent its end of audio 720 ms after the speech; the transcript came 230 ms before
-    turn = _turn(720.0, -230.0)
+    # the transcript came 490 ms after the speech, before the runner's end of audio
+    turn = _turn(490.0, 0.0, "transcript")
     parts = turn.parts()
     assert turn.ended_by_gateway
     assert (parts["silence_hold_ms"], parts["stt_wait_ms"]) == (490.0, 0.0)

@@ -73,16 +73,13 @@ class Turn:
     @property
     def ended_by_gateway(self) -> bool:
         """The transcript came before audio-stop: the gateway ended the turn at the pause."""
-        wait = self.timings.stt_wait_ms
-        return wait is not None and wait < 0
+        return self.timings.audio_stop_by == "transcript"
 
     def parts(self) -> Figures:
         """The parts, adding up to the total. A turn the gateway ended has no audio-stop to
-        wait for: its hold is end of speech -> transcript and its STT wait 0."""
+        wait for: its hold is end of speech -> transcript and its STT wait 0 (assist_timings)."""
         t = self.timings
         hold, wait = t.silence_hold_ms, t.stt_wait_ms
-        if hold is not None and wait is not None and self.ended_by_gateway:
-            hold, wait = hold + wait, 0.0
         figures = {
             TOTAL: t.to_first_audio_ms,
             "silence_hold_ms": hold,
