@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import socket
 import stat
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from voice_stack_dev.assist_timings import Marks, extract_timings
+from voice_stack_dev.assist_timings import Marks, PipelineEvent, extract_timings
 from voice_stack_dev.demo import ha_config
 from voice_stack_dev.demo.ha_config import LIGHT_UNIQUE_ID, configuration_yaml
 from voice_stack_dev.demo.observe import EntityReading, last_used_slot
@@ -143,6 +144,16 @@ def _command(*, local: bool, light: str) -> Turn:
     return Turn(1, "command", "Turn on the kitchen light", 1.0, "Turn on the kitchen light.",
                 "Turned on the light", local, "conversation.x", None, None, None, timings,
                 "off", light, "", 0.0)  # fmt: skip
+
+
+def test_the_report_says_the_gateway_ended_a_turn() -> None:
+    """A transcript before the audio stopped: the report names the gateway, not HA's hold."""
+    end = datetime.now(UTC)
+    heard = [PipelineEvent("stt-end", end + timedelta(milliseconds=450))]
+    marks = Marks(speech_end=end, audio_end_sent=end + timedelta(seconds=1), first_audio=None)
+    turn = replace(_command(local=True, light="on"), timings=extract_timings(heard, marks))
+    assert turn.timings.audio_stop_by == "transcript"
+    assert "(the gateway answered at the pause)" in render(DemoReport(turns=[turn]))
 
 
 def test_the_command_must_switch_the_light_when_ha_handles_commands() -> None:

@@ -134,6 +134,13 @@ def answered_by(turn: Turn) -> str:
     return f"the Voice Stack agent {turn.engine} on slot {slot}{agrees}"
 
 
+# Why a turn's audio stopped counting (assist_timings' audio_stop_by), as the report says it.
+_STOPPED_BY = {
+    "vad": "HA's VAD heard the silence",
+    "transcript": "the gateway answered at the pause",
+}
+
+
 def _turn_lines(turn: Turn, previous: Turn | None) -> list[str]:
     t = turn.timings
     lines = [
@@ -148,7 +155,7 @@ def _turn_lines(turn: Turn, previous: Turn | None) -> list[str]:
     if turn.agent is not None:
         lines.append(f"   prompt    {cache_line(turn, previous)}")
     lines.append(f"   end of speech -> first reply audio {_ms(t.to_first_audio_ms)}")
-    stopped = "HA's VAD heard the silence" if t.audio_stop_by == "vad" else "0.7 s of silence sent"
+    stopped = _STOPPED_BY.get(t.audio_stop_by, "0.7 s of silence sent")
     for name, value in t.parts().items():
         why = f"  ({stopped})" if name == "end of speech -> audio-stop" else ""
         lines.append(f"     {name:<33}{_ms(value)}{why}")
