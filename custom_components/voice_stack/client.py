@@ -101,16 +101,18 @@ class ServiceClient:
         json_body: dict[str, Any] | None = None,
         idempotent: bool | None = None,
         timeout_s: float | None = None,
+        keep_alive: bool = True,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
         """Open a request; map transport failures to client errors (they carry the URL)."""
         url = f"{self.url}{path}"
         timeout = aiohttp.ClientTimeout(total=timeout_s or PROBE_TIMEOUT)
+        headers = self._headers(auth, key) | ({} if keep_alive else {"Connection": "close"})
 
         async def call() -> aiohttp.ClientResponse:
             return await self._session.request(
                 method,
                 url,
-                headers=self._headers(auth, key),
+                headers=headers,
                 json=json_body,
                 timeout=timeout,
                 allow_redirects=False,
@@ -132,9 +134,12 @@ class ServiceClient:
             resp.release()
 
     async def get(self, path: str, *, auth: bool = True, key: str | None = None) -> Reply:
-        """GET a path, whatever its status; `key` instead of the server's key when given."""
+        """GET a path, whatever its status; `key` instead of the server's key when given.
+        The connection closes after the reply: a poll comes every 15-60 s and HA's pool drops
+        a connection idle for 15 s, so a kept one was reused by chance and held a socket (and
+        the gateway's handler task) open on the server in between."""
         started = time.monotonic()
-        async with self._request("GET", path, auth=auth, key=key) as resp:
+        async with self._request("GET", path, auth=auth, key=key, keep_alive=False) as resp:
             text = await resp.text(errors="replace")
             headers = {name.lower(): value for name, value in resp.headers.items()}
         return Reply(resp.status, text, (time.monotonic() - started) * 1000, headers)

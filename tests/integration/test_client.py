@@ -3,6 +3,7 @@ keep-alive, nothing else resent."""
 
 from __future__ import annotations
 
+import asyncio
 from unittest.mock import AsyncMock, MagicMock
 
 import aiohttp
@@ -10,7 +11,7 @@ import pytest
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 
-from custom_components.voice_stack.client import LlamaClient
+from custom_components.voice_stack.client import GatewayClient, LlamaClient
 from custom_components.voice_stack.errors import (
     LlamaAuthError,
     LlamaConnectionError,
@@ -87,3 +88,31 @@ async def test_closed_keepalive_is_resent_once() -> None:
         # a request that may have run is not resent
         await client._request("POST", "/x", timeout_s=1).__aenter__()
     assert session.request.await_count == 1
+
+
+async def test_a_poll_holds_no_connection_open(hass: HomeAssistant) -> None:
+    """A GET (every poll) says `Connection: close`, and once the server agrees (any HTTP/1.1
+    server does) the connection is gone: a kept one sat idle until HA's pool dropped it (15 s,
+    the poll's own interval) and held the gateway's handler task meanwhile (soaks L and M)."""
+    heads: list[bytes] = []
+    closed = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append(head := (await reader.readuntil(b"\r\n\r\n")).lower())
+        agreed = b"connection: close\r\n" if b"connection: close" in head else b""
+        writer.write(b"HTTP/1.1 200 OK\r\n%sContent-Length: 2\r\n\r\n{}" % agreed)
+        await writer.drain()
+        if await reader.read() == b"":  # the client closed its end (kept, it would wait)
+            closed.set()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        client = GatewayClient(async_get_clientsession(hass), f"http://127.0.0.1:{port}")
+        assert (await client.get("/health", auth=False)).status == 200
+        assert b"connection: close" in heads[0]
+        async with asyncio.timeout(5):  # closed in milliseconds; kept, it stays for 15 s
+            await closed.wait()
+    finally:
+        server.close()
