@@ -277,19 +277,21 @@ async def sample(soak: Soak, *, at_rest: bool = False) -> dict[str, Any]:
         usage = group_usage(pid) if pid is not None else None
         row[role.value] = asdict(usage) if usage is not None else None
     if (hass := row[Role.HASS.value]) is not None:
-        hass["to_stack"] = _to_stack(soak, hass["pids"][0])
+        hass["to_stack_by"] = _to_stack(soak, hass["pids"][0])
+        hass["to_stack"] = sum(hass["to_stack_by"].values())
         hass["tasks"], hass["our_tasks"] = await _ha_tasks(soak)
     if (gateway := row[Role.GATEWAY.value]) is not None:
         gateway["tasks"], gateway["errors"] = await asyncio.to_thread(_gateway_metrics, soak)
     return row
 
 
-def _to_stack(soak: Soak, pgid: int) -> int:
-    """HA's open connections to the stack's servers (our integration's and HA's wyoming
-    integration's: the proxy, llama-server, the gateway's two ports, the speech server)."""
-    ports = {soak.servers.state.ports[name] for name in (*(r.value for r in WATCHED
+def _to_stack(soak: Soak, pgid: int) -> dict[str, int]:
+    """HA's open connections to the stack's servers by server (our integration's and HA's
+    wyoming integration's: the proxy, llama-server, the gateway's two ports, the speech
+    server): which one holds what a count at rest keeps."""
+    names = {soak.servers.state.ports[name]: name for name in (*(r.value for r in WATCHED
              if r is not Role.HASS), GATEWAY_HTTP_PORT)}  # fmt: skip
-    return sum(n for port, n in tcp_peer_ports(pgid).items() if port in ports)
+    return {names[port]: n for port, n in tcp_peer_ports(pgid).items() if port in names}
 
 
 async def _ha_tasks(soak: Soak) -> tuple[int | None, int | None]:
