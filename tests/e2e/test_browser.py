@@ -145,6 +145,9 @@ def _settled(page: Page, bubble: Locator, deadline: float) -> str:
         text = again
 
 
+HA_FALLBACK = "Sorry, I couldn't understand"  # conversation/default_agent.py
+
+
 def _finished(reply: str) -> bool:
     """The dialog shows "..." while the agent is still thinking."""
     return bool(reply.strip(" .\u2026"))
@@ -172,7 +175,9 @@ def test_assist_dialog_shows_our_agents_reply(page: Page, demo: Demo) -> None:
     shot = shoot(page, "assist", full_page=False)
     assert _finished(reply), shot
     assert reply != QUESTION, shot
-    assert "sorry" not in reply.lower(), reply  # HA's own "Sorry, I couldn't understand that"
+    # HA's own agent's fallback; the model's words are its own and may say "sorry" too (one
+    # clean-clone run's reply did: "I'm sorry for any confusion")
+    assert not reply.startswith(HA_FALLBACK), reply
 
 
 def test_a_session_renews_its_access_token_when_due(demo: Demo) -> None:
