@@ -522,7 +522,7 @@ def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[s
         if (u := row.get(role.value)) is not None:
             if row.get("at_rest"):
                 least = rest.setdefault(u["pids"][0], {})
-                for key in COUNTS:
+                for key in (*COUNTS, "rss_kb"):
                     if isinstance(u.get(key), int):
                         least[key] = min(least.get(key, u[key]), u[key])
             else:
@@ -542,7 +542,10 @@ def growth(usage: list[dict[str, Any]], role: Role, since: float) -> list[dict[s
             "pid": pid, "samples": len(rows), "from_s": rows[0][0], "to_s": rows[-1][0],
             "rss_mb": [round(rss0 / 1024, 1), round(rss1 / 1024, 1)],
             "rss_growth_pct": round(100 * (rss1 - rss0) / rss0, 2) if rss0 else None,
-            "max_rss_mb": round(max(rss) / 1024, 1), "counts_at_rest": pid in rest, **counts,
+            "max_rss_mb": round(max(rss) / 1024, 1), "counts_at_rest": pid in rest,
+            # reported, not judged: what the process holds with no request in flight
+            "rss_at_rest_mb": round(rest[pid]["rss_kb"] / 1024, 1) if pid in rest else None,
+            **counts,
         })  # fmt: skip
     return out
 

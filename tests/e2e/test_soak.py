@@ -146,6 +146,7 @@ def test_counts_at_rest_are_judged_per_process() -> None:
     assert life["counts_at_rest"] is True
     assert life["samples"] == 18  # the reading at rest is no sample of the load: not its RSS
     assert life["rss_mb"] == [1.0, 1.0]
+    assert life["rss_at_rest_mb"] == 0.0  # the fewest at rest, beside the judged levels
 
 
 def _rss_rows(mb: list[int]) -> list[dict[str, Any]]:
