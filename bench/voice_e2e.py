@@ -19,7 +19,9 @@ Each question as a new conversation, then its follow-up in the same conversation
 both stacks in turn (who goes first alternates); HA's TTS cache is emptied before every
 request (it would answer a reply spoken before); before every request three browser-like
 clients chat through the proxy with the general key (off the reserved slots). Every request is
-streamed in real time (20 ms chunks, 0.7 s of silence after the speech). Then the floor of
+streamed in real time (20 ms chunks), then silence: `--hold ha` (the default) streams it as a
+satellite does, until HA's own VAD ends the utterance or the transcript is in; `--hold fixed`
+sends 0.7 s of it and ends the audio (the bench's model before 2026-12-02). Then the floor of
 every request, straight against the idle servers. Phase 2 (real ASR): two satellites speaking at
 once, on Voice Stack with one slot, then with a two-slot pool (the proxy reserving 0,1), and stock.
 Progress goes to stderr; one JSON document to stdout.
@@ -52,7 +54,7 @@ from voice_stack_bench.e2e.phases import (
 from voice_stack_bench.e2e.probes import LlamaProbe
 from voice_stack_bench.e2e.servers import Servers
 from voice_stack_bench.e2e.stacks import PLAN, STOCK_OPTIONS, set_up
-from voice_stack_bench.e2e.turns import QUESTIONS
+from voice_stack_bench.e2e.turns import HOLDS, QUESTIONS
 from voice_stack_dev.demo.ha_config import check_environment
 from voice_stack_dev.demo.services import DemoError, Role
 from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
@@ -66,6 +68,15 @@ PAIRS = (
     ("Tell me a short story about a dragon.", "Tell me a short story about a robot."),
     ("Tell me about the history of Rome.", "Tell me about the history of Egypt."),
 )
+
+
+HOLD_FACTS = {
+    "ha": "ha: after the speech, silence in real time until HA's own VAD ends the utterance "
+    "(stt-vad-end, HA's default 0.7 s setting) or the transcript is in (stt-end), as a satellite "
+    "streams; at most 3 s",
+    "fixed": "fixed: 0.7 s of silence after the speech, then the end of the audio (HA's hold "
+    "modelled as exactly 0.7 s after the last word)",
+}
 
 
 def setup_facts(servers: Servers, args: argparse.Namespace) -> dict[str, Any]:
@@ -87,9 +98,9 @@ def setup_facts(servers: Servers, args: argparse.Namespace) -> dict[str, Any]:
         f"{STOCK_OPTIONS}; HA wyoming integration on wyoming-openai 0.8.0 (STT tiny.en, TTS "
         "piper-joe streamed) on the same speech server",
         "pipelines": "one per stack: language en, prefer_local_intents off, no wake word",
-        "audio": "piper speech, trimmed; 0.3 s silence before, 0.7 s after; 20 ms chunks in real "
-        "time; reply audio read from the TTS URL as it streams; HA's TTS cache emptied before "
-        "every request",
+        "audio": "piper speech, trimmed; 0.3 s silence before; 20 ms chunks in real time; reply "
+        "audio read from the TTS URL as it streams; HA's TTS cache emptied before every request",
+        "hold": HOLD_FACTS[args.hold],
         "browsers": "3 clients through the proxy (general key) before every request: a chat "
         f"({BROWSER_PARAGRAPHS}-paragraph document, a new question) and its title request "
         f"({BROWSER_TITLE_WORDS} words)",
@@ -114,7 +125,7 @@ async def measure_all(args: argparse.Namespace, servers: Servers) -> dict[str, A
         log("setting up Home Assistant: onboarding, both stacks' entries and pipelines")
         stacks = await set_up(ha, servers, stock_via_proxy=args.stock_via_proxy)
         probe = LlamaProbe(servers.url(Role.LLAMA), servers.state.llama_key)
-        bench = Bench(ha, servers, stacks, probe)
+        bench = Bench(ha, servers, stacks, probe, pacing=HOLDS[args.hold])
         texts = {WARM_UP, *(t for pair in (*QUESTIONS[: args.questions], *PAIRS) for t in pair)}
         speech = await utterances(servers, texts)
         log("whisper transcribes every utterance once (fast mode answers with these)")
@@ -148,6 +159,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--pairs", type=int, default=3, help="two-satellite pairs per variant (0: no phase 2)"
+    )
+    parser.add_argument(
+        "--hold",
+        choices=sorted(HOLDS),
+        default="ha",
+        help="how the silence after the speech ends: as a satellite streams, until HA's VAD or the"
+        " transcript ends it (ha), or after exactly 0.7 s (fixed)",
     )
     add_mode_arguments(parser)
     parser.add_argument(

@@ -2,8 +2,9 @@
 
 `run_utterance` opens `assist_pipeline/run` (stt -> tts) over HA's websocket and streams the
 speech in real time, in 20 ms chunks (binary frames: the handler id byte, then 16 kHz 16-bit
-mono PCM) after a short lead-in and followed by 0.7 s of real silence, stopping early when
-HA's own VAD ends the utterance (`stt-vad-end`), as a satellite stops streaming. It fetches
+mono PCM) after a short lead-in and followed by real silence (0.7 s by default, `Pacing`),
+stopping early when HA's own VAD ends the utterance (`stt-vad-end`) or the transcript is in
+(`stt-end`: the STT no longer reads the stream), as a satellite stops streaming. It fetches
 the reply audio the moment the run starts (HA's TTS view answers once the first chunk exists),
 so the first chunk's arrival is what a satellite would play first. Any pipeline works: ours,
 or HA core's llama_cpp agent with another STT/TTS, for a side-by-side benchmark.
@@ -42,7 +43,7 @@ class Pacing:
 
     chunk_ms: int = 20
     lead_silence_s: float = 0.3
-    trail_silence_s: float = 0.7
+    trail_silence_s: float = 0.7  # at most: HA's VAD or the transcript stops it sooner
 
     @property
     def chunk_bytes(self) -> int:
@@ -94,7 +95,8 @@ class _Clock:
 
 
 class _Streamer:
-    """Feeds the audio in real time; stops early when HA's VAD says the utterance ended."""
+    """Feeds the audio in real time; stops early when told (HA's VAD ended the utterance, or
+    the transcript is in)."""
 
     def __init__(self, ha: HomeAssistantClient, speech: bytes, pacing: Pacing) -> None:
         self._ha = ha
@@ -105,7 +107,7 @@ class _Streamer:
         audio = lead + speech + trail
         self._frames = [audio[i : i + size] for i in range(0, len(audio), size)]
         self._last_speech = -(-(len(lead) + len(speech)) // size) - 1
-        self.vad_ended = asyncio.Event()
+        self.stop = asyncio.Event()
         self.speech_end: float | None = None
         self.audio_end: float | None = None
 
@@ -114,14 +116,14 @@ class _Streamer:
         step = self._pacing.chunk_ms / 1000
         began = time.monotonic()
         for index, frame in enumerate(self._frames):
-            if self.vad_ended.is_set():
-                break
             # A microphone sends a chunk once it has been recorded: at the end of its 20 ms.
             await asyncio.sleep(max(0.0, began + (index + 1) * step - time.monotonic()))
+            if self.stop.is_set():
+                break
             await self._ha.send_binary(prefix + frame)
             if index == self._last_speech:
                 self.speech_end = time.monotonic()
-        if self.speech_end is None:  # HA's VAD cut the speech short
+        if self.speech_end is None:  # stopped before the speech ended (HA's VAD cut it short)
             self.speech_end = time.monotonic()
         await self._ha.send_binary(prefix)  # end of audio
         self.audio_end = time.monotonic()
@@ -157,8 +159,8 @@ class _Run:
             self.events.append(event)
             if event.kind == "run-start":
                 self.on_run_start(event.data)
-            elif event.kind == "stt-vad-end":
-                self.streamer.vad_ended.set()
+            elif event.kind in ("stt-vad-end", "stt-end"):
+                self.streamer.stop.set()
             elif event.kind == "error":
                 raise AssistError(
                     str(event.data.get("code", "error")), str(event.data.get("message", ""))

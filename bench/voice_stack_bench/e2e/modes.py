@@ -54,7 +54,7 @@ async def run_mode(bench: Bench, speech: dict[str, Utterance], run: ModeRun) -> 
     )
     state_before = await set_asr_mode(speech_url, run.mode, run.delay_ms)
     for pipeline in (bench.stacks.voice_stack, bench.stacks.stock):  # warm-up, not measured
-        await measure_turn(bench.ha, bench.probe, pipeline, run.warm_up)
+        await measure_turn(bench.ha, bench.probe, pipeline, run.warm_up, pacing=bench.pacing)
     early_before, ends_before = await early_counts(gateway), await turn_end_counts(gateway)
     turns = await phase_one(bench, speech, run.questions, run.rounds)
     early, ends = await early_counts(gateway), await turn_end_counts(gateway)

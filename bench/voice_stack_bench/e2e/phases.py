@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from voice_stack_dev.assist import Pacing
 from voice_stack_dev.demo.services import Role
 from voice_stack_dev.demo.turns import synthesize_request
 from voice_stack_dev.ha_client import HomeAssistantClient
@@ -29,7 +30,7 @@ from .satellites import run_pair
 from .servers import Servers
 from .stacks import MAX_TOKENS, PLAN, Pipeline, Stacks, give_pool
 from .summary import FLOOR, Sample, floor_total
-from .turns import Turn, Utterance, measure_turn
+from .turns import PACING, Turn, Utterance, measure_turn
 
 type Texts = Sequence[tuple[str, str]]
 
@@ -49,6 +50,7 @@ class Bench:
     servers: Servers
     stacks: Stacks
     probe: LlamaProbe
+    pacing: Pacing = PACING  # how the silence after each request's speech ends (turns.HOLDS)
     browser_turns: int = 0
     browser_chats: list[Result] = field(default_factory=list)
     browser_s: float = 0.0  # wall time the browser rounds took, between the measured requests
@@ -99,7 +101,7 @@ async def conversation(
         await bench.browsers()
         turn = await measure_turn(
             bench.ha, bench.probe, pipeline, speech[text], kind=kind,
-            conversation_id=turns[-1].run.conversation_id if turns else None,
+            conversation_id=turns[-1].run.conversation_id if turns else None, pacing=bench.pacing,
         )  # fmt: skip
         _log_turn(turn)
         turns.append(turn)
@@ -157,7 +159,8 @@ async def _pair(
     bench: Bench, pipeline: Pipeline, speech: dict[str, Utterance], texts: tuple[str, str]
 ) -> dict[str, Any]:
     await bench.browsers()
-    outcome = await run_pair(bench.ha, bench.probe, pipeline, (speech[texts[0]], speech[texts[1]]))
+    pair = (speech[texts[0]], speech[texts[1]])
+    outcome = await run_pair(bench.ha, bench.probe, pipeline, pair, bench.pacing)
     log(f"{pipeline.name} pair: {json.dumps([outcome['first'], outcome['second']])}")
     return outcome
 

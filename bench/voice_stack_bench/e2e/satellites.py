@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from voice_stack_dev.assist import AssistRun
+from voice_stack_dev.assist import AssistRun, Pacing
 from voice_stack_dev.assist_timings import first_event, first_token_at
 from voice_stack_dev.demo.turns import clear_tts_cache
 from voice_stack_dev.ha_client import HomeAssistantClient
@@ -43,13 +43,14 @@ async def run_pair(
     probe: LlamaProbe,
     pipeline: Pipeline,
     pair: tuple[Utterance, Utterance],
+    pacing: Pacing,
 ) -> dict[str, Any]:
     """Both requests started together, each a new conversation; the pair's outcome."""
     await clear_tts_cache(ha)
     before = await probe.sample()
     try:
         async with probe.polling() as samples, asyncio.TaskGroup() as group:
-            tasks = [group.create_task(speak(ha, pipeline, u.pcm, None)) for u in pair]
+            tasks = [group.create_task(speak(ha, pipeline, u.pcm, None, pacing)) for u in pair]
     except ExceptionGroup as errors:  # the first failure, as a plain error (the other is cancelled)
         raise errors.exceptions[0] from errors
     runs = [task.result() for task in tasks]

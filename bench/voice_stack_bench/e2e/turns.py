@@ -1,5 +1,5 @@
 """One measured spoken request through one stack's pipeline (the demo's assist runner: 20 ms
-chunks in real time, 0.7 s of silence after the speech), with what llama-server saw (the slot,
+chunks in real time, then silence as `HOLDS` says), with what llama-server saw (the slot,
 the prompt tokens it had to process) and Home Assistant's chat log (the floor replays it)."""
 
 from __future__ import annotations
@@ -18,6 +18,11 @@ from .stacks import MAX_TOKENS, Pipeline
 from .summary import SPEECH_TO_TRANSCRIPT, TOTAL, Figures
 
 PACING = Pacing()
+# How the silence after the speech ends (`--hold`). "ha": as a satellite streams, until HA's
+# own VAD ends the utterance (stt-vad-end) or the transcript is in (stt-end); HA's 0.7 s setting
+# ends about 1.0-1.35 s after the last word (microVAD's score lags), so 3 s is never reached.
+# "fixed": 0.7 s of silence, then the end of the audio (the bench's model until 2026-12-02).
+HOLDS = {"ha": Pacing(trail_silence_s=3.0), "fixed": PACING}
 # Spoken questions for the agent, each with a follow-up in the same conversation.
 QUESTIONS = (
     ("What is the capital of France?", "And what is the capital of Germany?"),
@@ -93,11 +98,17 @@ class Turn:
 
 
 async def speak(
-    ha: HomeAssistantClient, pipeline: Pipeline, pcm: bytes, conversation_id: str | None
+    ha: HomeAssistantClient,
+    pipeline: Pipeline,
+    pcm: bytes,
+    conversation_id: str | None,
+    pacing: Pacing = PACING,
 ) -> AssistRun:
     """One run, or a DemoError naming the stack and HA's error code."""
     try:
-        run = await run_utterance(ha, pipeline.pipeline_id, pcm, conversation_id=conversation_id)
+        run = await run_utterance(
+            ha, pipeline.pipeline_id, pcm, conversation_id=conversation_id, pacing=pacing
+        )
     except AssistError as err:
         raise DemoError(f"{pipeline.name} pipeline", str(err)) from err
     if run.reply_type == "error":  # the agent answered with its error sentence
@@ -135,12 +146,13 @@ async def measure_turn(
     *,
     kind: str = "new",
     conversation_id: str | None = None,
+    pacing: Pacing = PACING,
 ) -> Turn:
     """Speak, then read the slot, the processed prompt tokens and the chat log."""
     await clear_tts_cache(ha)
     before = await probe.sample()
     tokens_before = await probe.prompt_tokens()
-    run = await speak(ha, pipeline, utterance.pcm, conversation_id)
+    run = await speak(ha, pipeline, utterance.pcm, conversation_id, pacing)
     after = await probe.sample()
     tokens_after = await probe.prompt_tokens()
     spans = task_spans([after], max_task(before.slots), MAX_TOKENS)
