@@ -5,7 +5,7 @@ reply. Home Assistant stamps every pipeline event (`timestamp`, its wall clock);
 three marks of its own on the same host clock: the end of speech, the end of the audio it sent,
 and the first reply audio chunk. The parts follow one another, so they add up to the total:
 
-    end of speech -> audio-stop           silence_hold_ms (HA's VAD waits for ~0.7 s of silence)
+    end of speech -> audio-stop           silence_hold_ms (HA's VAD, or the gateway's end)
     audio-stop -> transcript (stt-end)    stt_wait_ms
     transcript -> first token             agent_first_token_ms (first `intent-progress` content)
     first token -> text handed to TTS     first_sentence_ms (`tts_start_streaming`, else tts-start)

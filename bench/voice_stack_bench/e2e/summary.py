@@ -18,7 +18,7 @@ KINDS = ("new", "follow_up")
 TOTAL = "end_of_speech_to_first_audio_ms"
 # The parts follow one another and add up to TOTAL.
 PARTS = (
-    "silence_hold_ms",  # end of speech -> audio-stop (HA's VAD: about 0.7 s of silence)
+    "silence_hold_ms",  # end of speech -> audio-stop (HA's VAD, the bench's 0.7 s, the transcript)
     "stt_wait_ms",  # audio-stop -> transcript
     "agent_first_token_ms",  # transcript -> first reply token
     "first_sentence_ms",  # first token -> text handed to TTS
