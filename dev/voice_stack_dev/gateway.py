@@ -3,12 +3,14 @@ TTS on one speech server."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .paths import CACHE, REPO, venv_bin
-from .procs import Service, free_port
+from .procs import Service, ServiceError, free_port, http_get
 
 
 def start_gateway(
@@ -38,7 +40,7 @@ def start_gateway(
         "--tts-openai-url", speech_v1,
         *extra_args,
     ]  # fmt: skip
-    return Service(
+    service = Service(
         name=name,
         argv=argv,
         port=http_port,
@@ -46,6 +48,27 @@ def start_gateway(
         env=dict(env or {}),
         startup_timeout=startup_timeout,
     ).start()
+    wait_catalog(service, startup_timeout)
+    return service
+
+
+def wait_catalog(service: Service, timeout: float) -> None:
+    """Wait for the gateway's first catalog refresh: until then describe answers from the
+    configuration alone. /health reports a backend's status only once its lists are in (up or
+    down: a test may start the gateway with a backend down on purpose)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reply = http_get(service.url + "/health")
+        if reply is not None and reply[0] == 200:
+            backends = json.loads(reply[1])["backends"].values()
+            if all(b["status"] != "unknown" for b in backends):
+                return
+        time.sleep(0.05)
+    service.stop()
+    raise ServiceError(
+        f"{service.name}: no catalog refresh in {timeout:.0f} s; log: "
+        f"{service.log_path}\n{service.log_tail()}"
+    )
 
 
 def start_wyoming_openai(

@@ -37,22 +37,31 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def http_status(url: str, timeout: float = 2.0) -> int | None:
-    """Status code of a plain GET, or None when nothing answers (HTTP/1.0, loopback only)."""
+def http_get(url: str, timeout: float = 2.0) -> tuple[int, bytes] | None:
+    """Status code and body of a plain GET, or None when nothing answers (HTTP/1.0, loopback)."""
     rest = url.split("://", 1)[1]
     hostport, _, path = rest.partition("/")
     host, _, port = hostport.partition(":")
     request = f"GET /{path} HTTP/1.0\r\nHost: {hostport}\r\n\r\n".encode()
+    chunks: list[bytes] = []
     try:
         with _SOCKET(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
             sock.connect((host, int(port or 80)))
             sock.sendall(request)
-            head = sock.recv(64).decode("latin-1")
+            while chunk := sock.recv(65536):  # HTTP/1.0: the server closes after the body
+                chunks.append(chunk)
     except OSError:
         return None
-    parts = head.split(" ", 2)
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    parts = head.decode("latin-1").split(" ", 2)
+    return (int(parts[1]), body) if len(parts) > 1 and parts[1].isdigit() else None
+
+
+def http_status(url: str, timeout: float = 2.0) -> int | None:
+    """Status code of a plain GET, or None when nothing answers (HTTP/1.0, loopback only)."""
+    reply = http_get(url, timeout)
+    return reply[0] if reply else None
 
 
 def wait_tcp(port: int, timeout: float = 30.0) -> bool:

@@ -34,6 +34,22 @@ async def test_catalog_from_the_backend_and_kept_while_it_is_down(
     assert list(gw.catalog.current.voices) == list(catalog.voices)
 
 
+async def test_health_reports_a_backend_once_describe_holds_its_lists(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory
+) -> None:
+    """A status other than "unknown" on /health means the first refresh is in: what a client
+    (the dev harness, a deploy check) waits for before describe offers the backends' voices."""
+    fake_speech.voices_gate = asyncio.Event()
+    gw = await make_gateway(fake_speech.url, refreshed=False)
+    await asyncio.wait_for(fake_speech.voices_asked.wait(), 30)  # both probes answered
+    assert [b.status for b in (gw.metrics.stt_backend, gw.metrics.tts_backend)] == ["unknown"] * 2
+    assert list(gw.catalog.current.voices) == ["alloy"]  # the configuration's placeholder
+    fake_speech.voices_gate.set()
+    await asyncio.wait_for(gw.catalog.refreshed.wait(), 30)
+    assert [b.status for b in (gw.metrics.stt_backend, gw.metrics.tts_backend)] == ["ok"] * 2
+    assert list(gw.catalog.current.voices) == ["af_heart", "en_GB-alan-medium", "v3"]
+
+
 async def test_a_backend_down_is_probed_again_soon(
     fake_speech: FakeSpeech, make_gateway: GatewayFactory
 ) -> None:

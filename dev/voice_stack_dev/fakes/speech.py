@@ -67,6 +67,8 @@ class FakeSpeech:
         self.cancelled = 0
         self.auth: list[str] = []
         self.held_ms: dict[str, float] = {}  # request tag -> ms held before the first audio
+        self.voices_asked = asyncio.Event()  # set by every /audio/voices request
+        self.voices_gate: asyncio.Event | None = None  # when set, /audio/voices waits for it
         self._runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
@@ -107,6 +109,9 @@ class FakeSpeech:
         return web.json_response({"object": "list", "data": [{"id": i} for i in ids]})
 
     async def _voices(self, _r: web.Request) -> web.Response:
+        self.voices_asked.set()
+        if self.voices_gate is not None:
+            await self.voices_gate.wait()
         voices: list[Any] = (
             ["alloy"] if self.pacing else ["af_heart", "en_GB-alan-medium", {"id": "v3"}]
         )

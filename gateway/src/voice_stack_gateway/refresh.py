@@ -27,6 +27,7 @@ DOWN_INTERVAL = 2.0  # a backend that is down (or not yet seen) is probed this o
 # what a probe of a server that is down, slow or not OpenAI-compatible can raise
 _PROBE_ERRORS = (GatewayError, aiohttp.ClientError, OSError, TimeoutError, ValueError)
 Lists = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # (models, voices)
+Probe = tuple[bool, float | None, str | None]  # (ok, latency in ms, error)
 
 
 class CatalogService:
@@ -64,9 +65,11 @@ class CatalogService:
             await asyncio.sleep(interval if up else min(interval, DOWN_INTERVAL))
 
     async def refresh(self) -> None:
-        """Probe both backends and rebuild the catalog; failures keep the previous lists."""
+        """Probe both backends and rebuild the catalog; failures keep the previous lists. A
+        backend's probe outcome goes to /health only once the catalog holds its lists, so a
+        status other than "unknown" there means describe answers from the backends."""
         limit = min(PROBE_LIMIT, self.settings.total_timeout)
-        (stt_models, _), (tts_models, voices) = await asyncio.gather(
+        (stt_models, _, stt_probe), (tts_models, voices, tts_probe) = await asyncio.gather(
             self._refresh_one(self._stt, limit, with_voices=False),
             self._refresh_one(self._tts, limit, with_voices=True),
         )
@@ -82,6 +85,8 @@ class CatalogService:
             )
         self.current, self.describe = catalog, describe
         self._publish()
+        self._stt.state.record(*stt_probe)
+        self._tts.state.record(*tts_probe)
 
     def _publish(self) -> None:
         """The lists /health shows."""
@@ -89,19 +94,21 @@ class CatalogService:
         self._tts.state.models = list(self.current.tts_models)
         self._tts.state.voices = list(self.current.voices)
 
-    async def _refresh_one(self, backend: Backend, limit: float, *, with_voices: bool) -> Lists:
+    async def _refresh_one(
+        self, backend: Backend, limit: float, *, with_voices: bool
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Probe]:
+        """A backend's (models, voices) and its probe's outcome, for BackendState.record."""
         try:
             latency = await backend.probe(limit)
         except _PROBE_ERRORS as exc:
-            backend.state.record(False, None, f"{backend.kind} health probe failed: {_why(exc)}")
-            return self._seen.get(backend.kind, ([], []))
-        backend.state.record(True, latency, None)
+            models, voices = self._seen.get(backend.kind, ([], []))
+            return models, voices, (False, None, f"{backend.kind} health probe failed: {_why(exc)}")
         models, voices = self._seen.get(backend.kind, ([], []))
         models = await self._listed(backend, "/models", limit, model_entries, models)
         if with_voices:
             voices = await self._listed(backend, "/audio/voices", limit, voice_entries, voices)
         self._seen[backend.kind] = (models, voices)
-        return models, voices
+        return models, voices, (True, latency, None)
 
     @staticmethod
     async def _listed(
