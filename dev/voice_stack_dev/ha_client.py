@@ -36,8 +36,9 @@ class HomeAssistantApiError(Exception):
 class Subscription:
     """The messages of one websocket command that answers with a stream of events."""
 
-    def __init__(self, command: str, queue: asyncio.Queue[Json]) -> None:
+    def __init__(self, command: str, msg_id: int, queue: asyncio.Queue[Json]) -> None:
         self.command = command
+        self.msg_id = msg_id
         self._queue = queue
 
     async def next(self, limit: float) -> Json:
@@ -232,7 +233,7 @@ class HomeAssistantClient:
 
     async def ws(self, command: str, *, limit: float = WS_TIMEOUT, **payload: Any) -> Any:
         """Send one websocket command and return its result."""
-        async with self.subscribe(command, **payload) as messages:
+        async with self._command(command, **payload) as messages:
             reply = await messages.next(limit)
         if not reply.get("success", False):
             error = reply.get("error", {})
@@ -241,15 +242,37 @@ class HomeAssistantClient:
 
     @contextlib.asynccontextmanager
     async def subscribe(self, command: str, **payload: Any) -> AsyncIterator[Subscription]:
-        """Send a command whose answer is a stream of messages (its result, then events)."""
+        """Send a command whose answer is a stream of messages (its result, then events).
+
+        On leaving, unsubscribe as the frontend does: HA otherwise keeps every subscription
+        (and a pipeline run's cancel handle) for the connection's life, which a soak's
+        thousands of turns add up.
+        """
+        async with self._command(command, **payload) as messages:
+            try:
+                yield messages
+            finally:
+                await self._unsubscribe(messages.msg_id)
+
+    @contextlib.asynccontextmanager
+    async def _command(self, command: str, **payload: Any) -> AsyncIterator[Subscription]:
         if self._ws is None:
             raise HomeAssistantApiError(command, "the websocket is not connected")
         msg_id, queue = self._open()
         try:
             await self._ws.send_json({"id": msg_id, "type": command, **payload})
-            yield Subscription(command, queue)
+            yield Subscription(command, msg_id, queue)
         finally:
             self._waiters.pop(msg_id, None)
+
+    async def _unsubscribe(self, msg_id: int) -> None:
+        """Fire and forget: the read loop drops the reply, and a closed socket has none."""
+        if self._ws is None or self._ws.closed:
+            return
+        with contextlib.suppress(aiohttp.ClientError, ConnectionError):
+            await self._ws.send_json(
+                {"id": next(self._ids), "type": "unsubscribe_events", "subscription": msg_id}
+            )
 
     async def send_binary(self, data: bytes) -> None:
         """One binary websocket frame (pipeline audio: handler id byte, then PCM)."""

@@ -60,7 +60,7 @@ async def test_streaming_stops_once_the_transcript_or_has_vad_ends_it(stop_on: s
     ha = _Ha(events, speech[640:], stop_on)
     run = _Run(ha, speech, pacing)  # type: ignore[arg-type]
     events.put_nowait(_event("run-start", {"runner_data": {"stt_binary_handler_id": 7}}))
-    await run.collect(Subscription("assist_pipeline/run", events), time.monotonic() + 30)
+    await run.collect(Subscription("assist_pipeline/run", 1, events), time.monotonic() + 30)
     await run.finish()
     assert ha.frames == [b"\x07" + speech[:640], b"\x07" + speech[640:], b"\x07"]
     assert run.streamer.speech_end is not None

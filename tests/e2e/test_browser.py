@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from voice_stack_dev.ha_client import HomeAssistantClient
+from voice_stack_dev.ha_client import HomeAssistantApiError, HomeAssistantClient
 
 from .browser import PLACEHOLDER, chromium_page, deep_text, log_in, shoot, visit
 from .demo_process import kept_demo
@@ -194,3 +194,18 @@ def test_a_session_renews_its_access_token_when_due(demo: Demo) -> None:
     assert left_s > 25 * 60  # a new token's 30 minutes (a JWT issued in the same second as the
     # first is the same string, so the expiry, not the text, shows the renewal)
     assert config["location_name"] == "Voice Stack demo"
+
+
+def test_leaving_a_subscription_unsubscribes_it(demo: Demo) -> None:
+    """HA keeps a subscription (a pipeline run's too) for the connection's life unless the
+    client unsubscribes, as the frontend does: a soak's one connection held thousands. Once the
+    harness leaves one, HA no longer knows its id (it handles a connection's messages in order)."""
+
+    async def subscribe_then_leave(ha: HomeAssistantClient) -> str:
+        async with ha.subscribe("subscribe_events", event_type="voice_stack_probe") as sub:
+            assert (await sub.next(30))["success"]
+        with pytest.raises(HomeAssistantApiError) as err:
+            await ha.ws("unsubscribe_events", subscription=sub.msg_id)
+        return err.value.why
+
+    assert demo.api(subscribe_then_leave).startswith("not_found")
