@@ -264,7 +264,7 @@ from voice_stack_gateway.config import FLAGS, parse_settings
 environ = json.load(sys.stdin)
 known = {name for flag in FLAGS for name in flag.env}
 settings = dataclasses.asdict(parse_settings([], environ))
-print(json.dumps({"unknown": sorted(set(environ) - known), "settings": settings}))
+print(json.dumps({"unknown": sorted(set(environ) - known), "settings": settings}, default=str))
 """
 
 
@@ -290,6 +290,9 @@ def test_gateway_reads_every_variable_compose_passes(env_file: Path) -> None:
     assert settings["tts_concurrency"] == 4
     assert (settings["connect_timeout"], settings["first_byte_timeout"]) == (3, 10)
     assert settings["total_timeout"] == 60
+    assert "192.168.0.0/16" in settings["allow"]  # private: the LAN, never the internet
+    assert "0.0.0.0/0" not in settings["allow"]
+    assert (settings["max_connections_per_host"], settings["idle_timeout"]) == (32, 60)
 
 
 def test_gateway_settings_reach_the_gateway(env_file: Path) -> None:
@@ -300,6 +303,9 @@ def test_gateway_settings_reach_the_gateway(env_file: Path) -> None:
         "GATEWAY_CONNECT_TIMEOUT": "1.5",
         "GATEWAY_FIRST_BYTE_TIMEOUT": "20",
         "GATEWAY_TOTAL_TIMEOUT": "120",
+        "GATEWAY_ALLOW": "192.168.1.10,172.16.0.0/12",
+        "GATEWAY_MAX_CONNECTIONS_PER_HOST": "8",
+        "GATEWAY_IDLE_TIMEOUT": "30",
     }
     settings = gateway_settings(env_file, overrides)["settings"]
     assert settings["stt_prompt"] == "Kitchen,Wohnzimmer"
@@ -307,6 +313,8 @@ def test_gateway_settings_reach_the_gateway(env_file: Path) -> None:
     assert settings["tts_concurrency"] == 2
     assert (settings["connect_timeout"], settings["first_byte_timeout"]) == (1.5, 20)
     assert settings["total_timeout"] == 120
+    assert settings["allow"] == ["192.168.1.10/32", "172.16.0.0/12"]
+    assert (settings["max_connections_per_host"], settings["idle_timeout"]) == (8, 30)
 
 
 def test_llm_command_sizes_context_per_slot(env_file: Path) -> None:

@@ -41,6 +41,10 @@ def test_settings_from_env_and_flags() -> None:
         ["--stt-endpoint-ms", "-1"],
         ["--stt-own-vad", "maybe"],
         ["--stt-incomplete-hold-ms", "0"],
+        ["--allow", "192.168.1.0/33"],
+        ["--allow", " , "],
+        ["--idle-timeout", "0"],
+        ["--max-connections-per-host", "0"],
     ],
 )
 def test_bad_values_stop_with_a_message(bad: list[str]) -> None:

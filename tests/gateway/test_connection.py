@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 
 import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event, async_read_event
 from wyoming.info import Describe, SelectProgram
 from wyoming.ping import Ping
-from wyoming.tts import Synthesize
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_gateway.catalog import Catalog
+from voice_stack_gateway.connection import AHEAD_BYTES, AHEAD_EVENTS
 from voice_stack_gateway.metrics import Kind
+from voice_stack_gateway.protocol import encode_event
 
-from .conftest import Clients, GatewayFactory, first_error
+from .conftest import Clients, GatewayFactory, first_error, wait_for
 
 BAD = "bad-request"
 
@@ -168,3 +171,90 @@ async def test_a_protocol_error_read_while_a_request_waits_ends_the_connection_a
     assert got[-1] == "error"
     assert events[-1].data["code"] == "protocol-error"
     assert got.index("audio-stop") < got.index("error")  # the first answer came first
+
+
+async def read_all(reader: asyncio.StreamReader, limit: float = 20.0) -> list[Event]:
+    """Every event until the gateway closes the connection."""
+    events: list[Event] = []
+    async with asyncio.timeout(limit):
+        while (event := await async_read_event(reader)) is not None:
+            events.append(event)
+    return events
+
+
+async def test_a_silent_or_crawling_client_is_told_and_dropped(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory
+) -> None:
+    """64 silent sockets used to hold every connection for ever: now each gets idle-timeout."""
+    gw = await make_gateway(fake_speech.url, idle_timeout=0.3)
+    silent = await asyncio.open_connection("127.0.0.1", gw.port)
+    crawling = await asyncio.open_connection("127.0.0.1", gw.port)
+    for byte in b'{"ty':  # a byte at a time, too slow to finish a header within the limit
+        crawling[1].write(bytes([byte]))  # (all sent well before it: none is written after)
+        await asyncio.sleep(0.02)
+    for reader, writer in (silent, crawling):
+        (event,) = await read_all(reader)
+        writer.close()
+        assert (event.type, event.data["code"]) == ("error", "idle-timeout")
+        assert event.data["text"] == "No event for 0.3 s; connection closed"
+    await wait_for(lambda: not gw.connections)
+    assert gw.metrics.errors[(Kind.PROTOCOL, "idle-timeout")] == 2
+
+
+async def test_a_client_owed_an_answer_may_wait_in_silence(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory, client: Clients
+) -> None:
+    gw = await make_gateway(fake_speech.url, idle_timeout=0.3)
+    fake_speech.delay = 1.0  # the answer takes longer than the idle limit
+    async with client(gw) as c:
+        await c.send(Synthesize(text="Take your time.").event())
+        assert kinds(await c.read_until("audio-stop")) == [
+            "audio-start",
+            "audio-chunk",
+            "audio-stop",
+        ]
+        await c.send(SynthesizeStart().event(), SynthesizeChunk(text="One sentence. ").event())
+        assert (await c.read_until("audio-chunk"))[-1].type == "audio-chunk"
+        await c.send(SynthesizeStop().event())
+        assert (await c.read_until("synthesize-stopped"))[-1].type == "synthesize-stopped"
+    assert not gw.metrics.errors
+
+
+async def test_a_client_that_reads_nothing_is_dropped(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory
+) -> None:
+    """A long reply to a client that never reads used to block its writer (and its slot) for
+    ever once the socket buffers were full."""
+    gw = await make_gateway(fake_speech.url, idle_timeout=0.5)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", gw.port))
+    sock.sendall(encode_event(Synthesize(text="word " * 4000).event()))  # about 10 MB of audio
+    await wait_for(lambda: not gw.connections, limit=30)
+    sock.close()
+
+
+async def test_read_ahead_counts_event_data_not_just_audio(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory
+) -> None:
+    """While a request waits, what is read ahead is bounded by its bytes as sent: events of
+    300 KB of JSON data each used to be held 8 at a time (about 9 MB once parsed)."""
+    gw = await make_gateway(fake_speech.url, first_byte_timeout=60)
+    fake_speech.tts_modes = ["hang"]  # the first answer never comes: the second waits
+    _, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    writer.write(encode_event(Synthesize(text="One.").event()))
+    writer.write(encode_event(Synthesize(text="Two.").event()))
+    big = Event(type="made-up", data={"blob": "x" * 300_000})
+    sender = asyncio.create_task(write_all(writer, [encode_event(big)] * 12))
+    await wait_for(lambda: bool(gw.connections))
+    (conn,) = gw.connections
+    await wait_for(lambda: len(conn._ahead) >= AHEAD_EVENTS or conn._ahead_bytes >= AHEAD_BYTES)
+    assert len(conn._ahead) == -(-AHEAD_BYTES // 300_000)  # 4 events, not 8
+    sender.cancel()
+    writer.close()
+
+
+async def write_all(writer: asyncio.StreamWriter, chunks: list[bytes]) -> None:
+    for chunk in chunks:
+        writer.write(chunk)
+        await writer.drain()

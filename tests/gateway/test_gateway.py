@@ -1,17 +1,21 @@
-"""gateway.py: starts without waiting for the backends, limits connections, serves many at
-once, and tells clients mid-request when it stops."""
+"""gateway.py: starts without waiting for the backends, limits connections (in all and per
+host) and serves only the allowed networks, serves many at once, and tells clients mid-request
+when it stops."""
 
 from __future__ import annotations
 
 import asyncio
 
+import aiohttp
 import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import free_port
+from voice_stack_gateway.admission import parse_allow
 from voice_stack_gateway.gateway import parse_tcp_uri
 from voice_stack_gateway.metrics import Kind
 
@@ -131,3 +135,50 @@ async def test_shutdown_tells_clients_mid_request(
         err = first_error(await c.read_until("error"))
         assert err.data["code"] == "shutting-down"
         assert await idle.read() is None  # an idle connection just closes
+
+
+async def open_from(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection from another loopback address (all of 127/8 is this machine)."""
+    return await asyncio.open_connection("127.0.0.1", port, local_addr=(host, 0))
+
+
+async def ask_info(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Event:
+    """describe, and the first event answered (info, or the refusal)."""
+    await async_write_event(Describe().event(), writer)
+    event = await asyncio.wait_for(async_read_event(reader), 15)
+    assert event is not None
+    return event
+
+
+async def test_one_host_cannot_take_every_connection(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory
+) -> None:
+    gw = await make_gateway(fake_speech.url, max_connections=4, max_connections_per_host=2)
+    held = [await open_from("127.0.0.1", gw.port) for _ in range(2)]
+    for conn in held:
+        assert (await ask_info(*conn)).type == "info"
+    refused = await ask_info(*await open_from("127.0.0.1", gw.port))
+    assert refused.data == {
+        "code": "busy", "text": "Too many connections from 127.0.0.1; try again shortly"
+    }  # fmt: skip
+    assert (await ask_info(*await open_from("127.0.0.2", gw.port))).type == "info"
+    assert gw.metrics.refused == {("wyoming", "host_limit"): 1}
+    assert 'gateway_refused_total{port="wyoming",reason="host_limit"} 1' in gw.metrics.prometheus()
+
+
+async def test_only_the_allowed_networks_are_served(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory
+) -> None:
+    gw = await make_gateway(fake_speech.url, allow=parse_allow("127.0.0.2"))
+    refused = await ask_info(*await open_from("127.0.0.1", gw.port))
+    assert refused.data == {
+        "code": "not-allowed",
+        "text": "This gateway does not accept connections from 127.0.0.1 (--allow)",
+    }
+    assert (await ask_info(*await open_from("127.0.0.2", gw.port))).type == "info"
+    url = f"http://127.0.0.1:{gw.http_port}/health"
+    for host, status in (("127.0.0.1", 403), ("127.0.0.2", 200)):
+        connector = aiohttp.TCPConnector(local_addr=(host, 0))
+        async with aiohttp.ClientSession(connector=connector) as session, session.get(url) as resp:
+            assert resp.status == status, host
+    assert gw.metrics.refused == {("wyoming", "not_allowed"): 1, ("http", "not_allowed"): 1}

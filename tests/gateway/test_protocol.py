@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 from wyoming.audio import AudioChunk
@@ -88,3 +89,25 @@ async def test_encoded_events_read_back() -> None:
     # a header carrying its data inline (older writers) is read too
     inline = await read_back(b'{"type": "ping", "data": {"text": "a"}}\n')
     assert inline[0].data == {"text": "a"}
+
+
+async def test_a_lone_surrogate_is_the_clients_mistake(
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """'\\ud800' is valid JSON but no text: it used to reach the encoder, which raised (an ERROR
+    traceback and internal-error for every such event, a log any host could flood)."""
+    gw = await make_gateway(fake_speech.url)
+    bad = b'{"type": "ping", "data": {"text": "\\ud800"}}\n'
+    inline = b'{"type": "synthesize", "data_length": 22}\n{"text": "a \\udfff b"}'
+    async with client(gw) as other:
+        for raw in (bad, inline):
+            headers = await raw_exchange(gw.port, raw)
+            assert [h.get("type") for h in headers if "version" in h] == ["error"]
+        await still_serving(other)
+    assert gw.metrics.errors == {(Kind.PROTOCOL, "protocol-error"): 2}
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    (paired,) = await read_back(b'{"type": "ping", "data": {"text": "\\ud83d\\ude00"}}\n')
+    assert paired.data == {"text": "\U0001f600"}  # an escaped pair is text

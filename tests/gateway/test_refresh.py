@@ -74,3 +74,23 @@ async def test_unreachable_backends(make_gateway: GatewayFactory) -> None:
     assert backends["tts"]["status"] == "down"
     assert "TTS health probe failed: ClientConnectorError" in backends["tts"]["last_error"]
     assert list(gw.catalog.current.voices) == ["alloy"]
+
+
+async def test_a_probe_recorded_late_never_hides_a_failure_seen_meanwhile(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory
+) -> None:
+    """The refresh records its probes once both backends' lists are read: a request that failed
+    meanwhile used to be overwritten by the older probe's "ok" (and the refresh then waited its
+    long interval, so /health called a dead backend ok for about 30 s)."""
+    gw = await make_gateway(fake_speech.url, refresh_interval=3600)
+    tts = gw.metrics.tts_backend
+    assert tts.status == "ok"
+    fake_speech.voices_asked.clear()
+    fake_speech.voices_gate = asyncio.Event()
+    refresh = asyncio.create_task(gw.catalog.refresh())
+    await asyncio.wait_for(fake_speech.voices_asked.wait(), 30)  # the probes answered "ok"
+    gw.tts.record_failure(ConnectionResetError("gone"), "synthesis")  # a request fails now
+    fake_speech.voices_gate.set()
+    await refresh
+    assert (tts.status, gw.health()["status"]) == ("down", "degraded")
+    assert tts.last_error == "TTS backend synthesis failed: gone"

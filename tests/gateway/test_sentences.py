@@ -56,3 +56,24 @@ def test_only_the_first_piece_is_cut_at_a_clause_of_three_words_or_more() -> Non
     assert split_stream("Sure, I turned on the light.") == ["Sure, I turned on the light."]
     # "Well, yes" is two words: the first clause mark after three is the cut
     assert split_stream("Well, yes: it rains, ", "a lot.") == ["Well, yes: it rains,", "a lot."]
+
+
+def test_work_grows_with_the_text_not_its_square() -> None:
+    """One synthesize-chunk may carry a megabyte with no sentence end: each abbreviation skipped
+    used to rescan (and copy) the whole buffer, so 80 KB of "e.g. " held the event loop 8 s."""
+    work = []
+    for n in (4_000, 16_000):
+        splitter = SentenceSplitter()
+        pieces = splitter.add("e.g. " * n) + splitter.finish()
+        assert "".join(pieces).replace(" ", "") == "e.g." * n  # nothing lost
+        assert all(len(p) <= 400 for p in pieces)
+        work.append(splitter.scanned)
+    assert work[1] <= 4.2 * work[0]  # linear: 4x the text, 4x the work
+    assert work[1] <= 1.1 * 5 * 16_000
+
+
+def test_a_long_sentence_end_past_the_limit_is_cut_like_a_run_on_sentence() -> None:
+    text = "word " * 100 + "end. Next."
+    pieces = split_stream(text)
+    assert all(len(p) <= 60 for p in pieces)
+    assert " ".join(pieces).split() == text.split()

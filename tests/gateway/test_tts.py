@@ -13,6 +13,8 @@ from wyoming.tts import (
 
 from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
+from voice_stack_gateway.metrics import Kind
+from voice_stack_gateway.synthesis import MAX_TEXT_CHARS
 
 from .conftest import Clients, GatewayFactory, audio_of, first_error
 from .test_stt import PHRASE, transcribe, words
@@ -92,3 +94,24 @@ async def test_stream_mistakes(
         await c.send(SynthesizeStop().event())
         assert (await c.read_until("synthesize-stopped"))[-1].type == "synthesize-stopped"
     assert fake_speech.requests[-1]["input"] == "Spoken."
+
+
+async def test_text_past_the_limit_is_refused_and_the_connection_goes_on(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory, client: Clients
+) -> None:
+    gw = await make_gateway(fake_speech.url)
+    over = "a" * (MAX_TEXT_CHARS + 1)
+    too_long = f"Text longer than {MAX_TEXT_CHARS} characters was refused"
+    async with client(gw) as c:
+        await c.send(Synthesize(text=over).event())
+        err = first_error(await c.read_until("audio-stop"))
+        assert (err.data["code"], err.data["text"]) == ("payload-too-large", too_long)
+        await c.send(SynthesizeStart().event(), SynthesizeChunk(text="Fine so far. ").event())
+        await c.send(*(SynthesizeChunk(text="x" * 20_000).event() for _ in range(3)))
+        events = await c.read_until("error")
+        assert events[-1].data["code"] == "payload-too-large"
+        await c.send(SynthesizeChunk(text="dropped").event(), SynthesizeStop().event())
+        await c.send(Synthesize(text="Still here.").event())
+        assert audio_of(await c.read_until("audio-stop"))
+    assert gw.metrics.errors[(Kind.TTS, "payload-too-large")] == 1
+    assert gw.metrics.errors[(Kind.TTS_STREAM, "payload-too-large")] == 1

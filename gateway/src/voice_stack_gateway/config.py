@@ -9,6 +9,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .admission import Network, parse_allow
 from .flags import FLAGS, ZEROCONF_NAME, build_parser
 
 __all__ = ["FLAGS", "Settings", "parse_settings", "split_list"]
@@ -71,6 +72,16 @@ def _at_least(name: str, value: str, minimum: int) -> int:
     if number < minimum:
         raise SystemExit(f"voice-stack-gateway: {name} must be at least {minimum}, got {value!r}")
     return number
+
+
+def _networks(value: str) -> tuple[Network, ...]:
+    try:
+        networks = parse_allow(value)
+    except ValueError as exc:
+        raise SystemExit(f"voice-stack-gateway: --allow: {exc}") from None
+    if not networks:
+        raise SystemExit("voice-stack-gateway: --allow names no network ('any' allows everyone)")
+    return networks
 
 
 def _bool(name: str, value: str) -> bool:
@@ -136,6 +147,9 @@ class Settings:
     zeroconf: str
     advertise_host: str
     max_connections: int
+    max_connections_per_host: int
+    allow: tuple[Network, ...]
+    idle_timeout: float
     log_level: str
 
 
@@ -179,5 +193,10 @@ def parse_settings(
         zeroconf=_zeroconf_name(ns.zeroconf),
         advertise_host=_advertise_host(ns.advertise_host),
         max_connections=int(_positive("--max-connections", ns.max_connections, int)),
+        max_connections_per_host=int(
+            _positive("--max-connections-per-host", ns.max_connections_per_host, int)
+        ),
+        allow=_networks(ns.allow),
+        idle_timeout=_positive("--idle-timeout", ns.idle_timeout, float),
         log_level=ns.log_level.upper(),
     )

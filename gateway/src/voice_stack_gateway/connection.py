@@ -1,11 +1,18 @@
 """One Wyoming client connection: reads events without ever blocking on upstream work, routes
-them to its STT and TTS handlers, and turns every failure into an `error` event."""
+them to its STT and TTS handlers, and turns every failure into an `error` event.
+
+Any LAN host may connect, so nothing here waits on the client without a bound: a client that
+sends nothing (or too slowly to finish an event) while the gateway owes it no answer, or that
+stops reading what it is sent, is told and dropped after `idle_timeout` seconds; what is read
+ahead counts every byte; the errors a client causes are logged within a budget (ClientLog)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import socket
+import struct
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -13,7 +20,8 @@ from typing import Any
 from wyoming.event import Event
 from wyoming.ping import Pong
 
-from .errors import INTERNAL, SHUTTING_DOWN, GatewayError, ProtocolError
+from .client_log import ClientLog
+from .errors import IDLE, INTERNAL, SHUTTING_DOWN, GatewayError, ProtocolError
 from .metrics import Kind
 from .protocol import EventReader, encode_event
 from .session import Jobs, SessionContext
@@ -23,23 +31,36 @@ from .tts import TtsHandler
 _LOGGER = logging.getLogger(__name__)
 Route = tuple[Callable[[Event], Awaitable[None]], Kind]
 # While a request waits for the job before it, the connection reads on (to see a client that
-# leaves) until it holds this many events or this much audio; then it waits as before.
+# leaves) until it holds this many events or this many bytes (as sent: headers, data, audio);
+# then it waits as before.
 AHEAD_EVENTS = 8
 AHEAD_BYTES = 1024 * 1024
+IDLE_TIMEOUT = 60.0  # default: a client's silence (or refusal to read) while it is owed nothing
 
 
 class Connection:
     def __init__(
-        self, ctx: SessionContext, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        ctx: SessionContext,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        peer: str = "?",
+        log: ClientLog | None = None,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
         self.ctx = ctx
         self.reader = reader
         self.writer = writer
+        self.peer = peer  # the client's address, for the log
+        self._log = log or ClientLog()
+        self._idle = idle_timeout
         self._closed = False
         self._events = EventReader(reader)
-        # events read while a request waited for the job before it, handled next, in order
-        self._ahead: deque[Event | ProtocolError] = deque()
-        self._ahead_bytes = 0  # their payloads
+        # events read while a request waited for the job before it, handled next, in order,
+        # each with its size on the wire
+        self._ahead: deque[tuple[Event | ProtocolError, int]] = deque()
+        self._ahead_bytes = 0  # their sizes
         self._reading: asyncio.Future[Event | None] | None = None  # a read in flight
         self.jobs = Jobs(self, self._until_done)
         self.stt = SttHandler(ctx, self, self.jobs)
@@ -69,11 +90,27 @@ class Connection:
             raise ConnectionResetError("client gone")
         for event in events:
             self.writer.write(event if isinstance(event, bytes) else encode_event(event))
-        await self.writer.drain()
+        try:
+            async with asyncio.timeout(self._idle):
+                await self.writer.drain()
+        except TimeoutError:  # its buffers are full: the client reads nothing
+            self._reset()
+            raise ConnectionResetError(f"the client read nothing for {self._idle:g} s") from None
+
+    def _reset(self) -> None:
+        """Drop the connection and what the kernel still holds for it: a plain close would
+        queue a FIN behind the unread bytes and keep them until the client reads."""
+        sock = self.writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.writer.transport.abort()
 
     async def send_error(self, err: GatewayError, kind: Kind) -> None:
         self.ctx.metrics.error(kind, err.code)
-        _LOGGER.info("%s error sent to client: %s (%s)", kind, err.text, err.code)
+        self._log.mistake(
+            self.peer, "%s error sent to %s: %s (%s)", kind, self.peer, err.text, err.code
+        )
         with contextlib.suppress(ConnectionError, RuntimeError):
             await self.send(err.event())
 
@@ -83,6 +120,12 @@ class Connection:
     def busy(self) -> bool:
         """A request is in progress (audio coming in, or an answer going out)."""
         return self.jobs.busy or self.stt.active or self.tts.active
+
+    @property
+    def owing(self) -> bool:
+        """The gateway owes the client an answer it is still working on: the client may be
+        silent meanwhile."""
+        return self.jobs.busy or self.tts.working
 
     async def run(self) -> None:
         try:
@@ -103,15 +146,32 @@ class Connection:
 
     async def _next(self) -> Event | None:
         if self._ahead:
-            item = self._ahead.popleft()
+            item, size = self._ahead.popleft()
+            self._ahead_bytes -= size
             if isinstance(item, ProtocolError):
                 raise item
-            self._ahead_bytes -= len(item.payload or b"")
             return item
-        if self._reading is not None:
-            reading, self._reading = self._reading, None
-            return await reading
-        return await self._events.read()
+        reading, self._reading = self._reading, None
+        return await self._within_idle(reading or asyncio.ensure_future(self._events.read()))
+
+    async def _within_idle(self, reading: asyncio.Future[Event | None]) -> Event | None:
+        """The read's event, unless the client sends nothing for the idle limit while the
+        gateway owes it nothing (a header sent a byte at a time counts as nothing)."""
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        try:
+            while True:
+                left = quiet_since + self._idle - loop.time()
+                if left > 0:
+                    await asyncio.wait({reading}, timeout=left)
+                if reading.done():
+                    return reading.result()
+                if self.owing:
+                    quiet_since = loop.time()  # counted again from when it is owed nothing
+                    continue
+                raise ProtocolError(IDLE, f"No event for {self._idle:g} s; connection closed")
+        finally:
+            reading.cancel()
 
     async def _until_done(self, job: asyncio.Task[None]) -> None:
         """Wait for the job before a request while reading the client's next events (kept for
@@ -131,13 +191,14 @@ class Connection:
             try:
                 event = reading.result()
             except ProtocolError as err:  # answered in order, after the events before it
-                self._ahead.append(err)
+                self._ahead.append((err, 0))
                 await asyncio.wait({job})
                 return
             if event is None:
                 raise ConnectionResetError("the client left")
-            self._ahead.append(event)
-            self._ahead_bytes += len(event.payload or b"")
+            size = self._events.last_size
+            self._ahead.append((event, size))
+            self._ahead_bytes += size
 
     async def _handle(self, event: Event) -> None:
         if event.type == "audio-chunk":  # the hot path first
@@ -155,7 +216,7 @@ class Connection:
         except ConnectionError:
             raise
         except Exception:  # a bug of ours: logged in full, and the client is told, not left
-            _LOGGER.exception("Unexpected failure handling a %s event", event.type)
+            self._log.bug(self.peer, "Unexpected failure handling a %s event", event.type)
             bug = GatewayError(INTERNAL, f"Internal error while handling {event.type}")
             await self.send_error(bug, kind)
 

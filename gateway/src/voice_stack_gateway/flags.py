@@ -128,6 +128,25 @@ FLAGS: tuple[Flag, ...] = (
         "address or host name announced by zeroconf",
     ),
     Flag("--max-connections", ("GATEWAY_MAX_CONNECTIONS",), "64", "concurrent Wyoming connections"),
+    Flag(
+        "--max-connections-per-host",
+        ("GATEWAY_MAX_CONNECTIONS_PER_HOST",),
+        "32",
+        "concurrent Wyoming connections from one address (so one host cannot take them all)",
+    ),
+    Flag(
+        "--allow",
+        ("GATEWAY_ALLOW",),
+        "private",
+        "client networks allowed on both ports (CIDR or addresses, comma list; 'private' ="
+        " loopback, private, link-local and 100.64/10 ranges; 'any' = everyone)",
+    ),
+    Flag(
+        "--idle-timeout",
+        ("GATEWAY_IDLE_TIMEOUT",),
+        "60",
+        "seconds a client may send nothing (or read nothing) while it is owed no answer",
+    ),
     Flag("--log-level", ("WYOMING_LOG_LEVEL", "GATEWAY_LOG_LEVEL"), "INFO", "logging level"),
 )
 

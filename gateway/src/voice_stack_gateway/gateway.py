@@ -13,10 +13,12 @@ from aiohttp import web
 from wyoming.event import async_write_event
 
 from . import __version__
+from .admission import Address, Admission, Refused, address_of, allowed
+from .client_log import ClientLog
 from .config import Settings
 from .connection import Connection
 from .discovery import Advertiser
-from .errors import BUSY, GatewayError
+from .errors import BUSY, NOT_ALLOWED, GatewayError
 from .heap import HeapTrimmer, glibc_trim
 from .http_side import build_app
 from .metrics import Kind, Metrics
@@ -27,6 +29,7 @@ from .upstream import Backend, Timeouts
 
 _LOGGER = logging.getLogger(__name__)
 SHUTDOWN_GRACE = 2.0
+REFUSAL_WRITE_LIMIT = 5.0  # a refused client gets its error event this long, then the door
 
 
 def parse_tcp_uri(uri: str) -> tuple[str, int]:
@@ -52,6 +55,10 @@ class Gateway:
         self._server: asyncio.Server | None = None
         self._http: web.AppRunner | None = None
         self._advertiser: Advertiser | None = None
+        self.admission = Admission(s.allow, s.max_connections, s.max_connections_per_host)
+        self.client_log = ClientLog()
+        self._http_log = logging.getLogger("voice_stack_gateway.http")
+        self._http_log.addFilter(self.client_log.budget_filter())
         self.connections: set[Connection] = set()
         self._serving: set[asyncio.Task[Any]] = set()  # the connections' own tasks
         self.heap = HeapTrimmer(glibc_trim())
@@ -78,24 +85,70 @@ class Gateway:
 
     async def _start_http(self) -> None:
         host, port = parse_tcp_uri(self.settings.http_uri)
-        self._http = web.AppRunner(build_app(self.health, self.metrics.prometheus), access_log=None)
+        app = build_app(self.health, self.metrics.prometheus, self._http_allowed)
+        # a connection that sends no whole request (or goes quiet between requests) is closed
+        # after the idle limit, as on the Wyoming port
+        idle = self.settings.idle_timeout
+        self._http = web.AppRunner(
+            app, access_log=None, keepalive_timeout=idle, logger=self._http_log
+        )
         await self._http.setup()
         site = web.TCPSite(self._http, host, port)
         await site.start()
         self.http_port = int(self._http.addresses[0][1])
 
+    def _http_allowed(self, remote: str | None) -> bool:
+        if allowed(address_of(remote), self.settings.allow):
+            return True
+        self.metrics.refuse("http", Refused.NOT_ALLOWED)
+        self.client_log.mistake(str(remote), "HTTP request from %s refused: not allowed", remote)
+        return False
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One client: refused beyond the connection limit, else served until it leaves."""
-        metrics = self.metrics
-        if metrics.active_sessions >= self.settings.max_connections:
-            err = GatewayError(BUSY, "Too many connections; try again shortly")
-            with contextlib.suppress(ConnectionError):
-                await async_write_event(err.event(), writer)
-            metrics.error(Kind.CONNECTION, err.code)
-            writer.close()
+        """One client: refused outside the allowed networks and beyond the connection limits,
+        else served until it leaves."""
+        address = address_of(writer.get_extra_info("peername"))
+        refused = self.admission.admit(address)
+        if refused is not None:
+            await self._refuse(writer, address, refused)
             return
+        try:
+            await self._serve_admitted(reader, writer, str(address))
+        finally:
+            self.admission.release(address)
+
+    async def _refuse(
+        self, writer: asyncio.StreamWriter, address: Address | None, why: Refused
+    ) -> None:
+        if why is Refused.NOT_ALLOWED:
+            err = GatewayError(
+                NOT_ALLOWED, f"This gateway does not accept connections from {address} (--allow)"
+            )
+        elif why is Refused.HOST_LIMIT:
+            err = GatewayError(BUSY, f"Too many connections from {address}; try again shortly")
+        else:
+            err = GatewayError(BUSY, "Too many connections; try again shortly")
+        self.metrics.error(Kind.CONNECTION, err.code)
+        self.metrics.refuse("wyoming", why)
+        self.client_log.mistake(str(address), "Connection from %s refused: %s", address, err.text)
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            async with asyncio.timeout(REFUSAL_WRITE_LIMIT):
+                await async_write_event(err.event(), writer)
+        writer.close()
+
+    async def _serve_admitted(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
+    ) -> None:
+        metrics = self.metrics
         started = time.perf_counter()
-        conn = Connection(self.ctx, reader, writer)
+        conn = Connection(
+            self.ctx,
+            reader,
+            writer,
+            peer=peer,
+            log=self.client_log,
+            idle_timeout=self.settings.idle_timeout,
+        )
         self.connections.add(conn)
         serving = asyncio.current_task()
         if serving is not None:  # always, inside asyncio.start_server's callback

@@ -84,10 +84,24 @@ class BackendState:
     latency_ms: float | None = None
     models: list[str] = field(default_factory=list)
     voices: list[str] | None = None
+    observed: float = 0.0  # time.monotonic() of the outcome recorded last
 
-    def record(self, ok: bool | None, latency_ms: float | None, error: str | None) -> None:
+    def record(
+        self,
+        ok: bool | None,
+        latency_ms: float | None,
+        error: str | None,
+        *,
+        at: float | None = None,
+    ) -> None:
         """ok: a success; False: a failure that marks the backend down; None: a refused
-        request (the error is kept, the status is not changed)."""
+        request (the error is kept, the status is not changed). `at` is when the outcome was
+        seen (default: now): one older than the last recorded is stale and dropped (a probe
+        recorded late must not hide a failure a request saw meanwhile)."""
+        at = time.monotonic() if at is None else at
+        if at < self.observed:
+            return
+        self.observed = at
         if ok:
             self.status = "ok"
             self.last_success = _now_iso()
@@ -126,11 +140,15 @@ class Metrics:
         self.errors: dict[tuple[Kind, str], int] = {}  # (kind, code)
         self.early = dict.fromkeys(EarlyResult, 0)
         self.turn_end = dict.fromkeys(EndedBy, 0)
+        self.refused: dict[tuple[str, str], int] = {}  # (port, reason): admission.Refused
         self.stt_backend = BackendState(public_url(stt_url))  # URLs as shown: no credentials
         self.tts_backend = BackendState(public_url(tts_url), voices=[])
 
     def error(self, kind: Kind, code: str) -> None:
         self.errors[(kind, code)] = self.errors.get((kind, code), 0) + 1
+
+    def refuse(self, port: str, reason: str) -> None:
+        self.refused[(port, reason)] = self.refused.get((port, reason), 0) + 1
 
     def _backends(self) -> dict[str, BackendState]:
         return {"asr": self.stt_backend, "tts": self.tts_backend}  # the /health names
@@ -160,6 +178,16 @@ class Metrics:
             *(
                 f'gateway_errors_total{{kind="{k}",code="{c}"}} {v}'
                 for (k, c), v in sorted(self.errors.items())
+            ),
+            *_header(
+                "gateway_refused_total",
+                "counter",
+                "Connections (wyoming) and requests (http) refused, by reason: not_allowed"
+                " (outside --allow), host_limit, max_connections.",
+            ),
+            *(
+                f'gateway_refused_total{{port="{p}",reason="{r}"}} {v}'
+                for (p, r), v in sorted(self.refused.items())
             ),
             *_header(
                 "gateway_backend_up", "gauge", "1 if the backend's last probe or request succeeded."

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 from typing import Any
 
 from wyoming.event import Event
@@ -20,6 +21,8 @@ MAX_HEADER = 64 * 1024
 MAX_DATA = 1024 * 1024
 MAX_PAYLOAD = 4 * 1024 * 1024
 BODY_TIMEOUT = 30.0  # once a header arrived, its data and payload must follow promptly
+# a \\uD800-\\uDFFF escape: JSON may spell a lone surrogate, which no text can be encoded from
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _length(header: dict[str, Any], key: str, limit: int) -> int:
@@ -38,9 +41,22 @@ def _json_object(raw: bytes, what: str) -> dict[str, Any]:
         value = json.loads(raw)
     except ValueError:  # UnicodeDecodeError included
         raise ProtocolError(PROTOCOL, f"Malformed event {what}: not JSON") from None
+    except RecursionError:  # [[[[...]]]]: valid JSON nested deeper than the parser goes
+        raise ProtocolError(PROTOCOL, f"Malformed event {what}: nested too deeply") from None
     if not isinstance(value, dict):
         raise ProtocolError(PROTOCOL, f"Malformed event {what}: not a JSON object")
+    if _SURROGATE_ESCAPE.search(raw) and not _encodable(value):
+        raise ProtocolError(PROTOCOL, f"Malformed event {what}: a lone surrogate is not text")
     return value
+
+
+def _encodable(value: object) -> bool:
+    """Whether every string in a parsed JSON value is valid Unicode (escaped surrogates pair)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class EventReader:
@@ -51,6 +67,7 @@ class EventReader:
         self._reader = reader
         self._last_header: tuple[bytes, dict[str, Any]] = (b"", {})
         self._last_data: tuple[bytes, dict[str, Any]] = (b"", {})
+        self.last_size = 0  # the wire bytes of the last event read (the read-ahead bound)
 
     async def read(self) -> Event | None:
         """Next event, None on a clean EOF; ProtocolError on anything malformed."""
@@ -65,6 +82,7 @@ class EventReader:
             raise ProtocolError(PROTOCOL, "Event data is not a JSON object")
         data_length = _length(header, "data_length", MAX_DATA)
         payload_length = _length(header, "payload_length", MAX_PAYLOAD)
+        self.last_size = len(self._last_header[0]) + data_length + payload_length
         if not (data_length or payload_length):
             return Event(type=event_type, data=dict(data))
         raw, payload = await self._body(data_length, payload_length)

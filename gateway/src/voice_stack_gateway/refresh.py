@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ DOWN_INTERVAL = 2.0  # a backend that is down (or not yet seen) is probed this o
 # what a probe of a server that is down, slow or not OpenAI-compatible can raise
 _PROBE_ERRORS = (GatewayError, aiohttp.ClientError, OSError, TimeoutError, ValueError)
 Lists = tuple[list[dict[str, Any]], list[dict[str, Any]]]  # (models, voices)
-Probe = tuple[bool, float | None, str | None]  # (ok, latency in ms, error)
+Probe = tuple[bool, float | None, str | None, float]  # (ok, latency in ms, error, seen at)
 
 
 class CatalogService:
@@ -85,8 +86,8 @@ class CatalogService:
             )
         self.current, self.describe = catalog, describe
         self._publish()
-        self._stt.state.record(*stt_probe)
-        self._tts.state.record(*tts_probe)
+        for backend, (ok, latency, error, seen) in ((self._stt, stt_probe), (self._tts, tts_probe)):
+            backend.state.record(ok, latency, error, at=seen)
 
     def _publish(self) -> None:
         """The lists /health shows."""
@@ -102,13 +103,15 @@ class CatalogService:
             latency = await backend.probe(limit)
         except _PROBE_ERRORS as exc:
             models, voices = self._seen.get(backend.kind, ([], []))
-            return models, voices, (False, None, f"{backend.kind} health probe failed: {_why(exc)}")
+            why = f"{backend.kind} health probe failed: {_why(exc)}"
+            return models, voices, (False, None, why, time.monotonic())
+        seen = time.monotonic()  # the lists take longer: a request may fail meanwhile
         models, voices = self._seen.get(backend.kind, ([], []))
         models = await self._listed(backend, "/models", limit, model_entries, models)
         if with_voices:
             voices = await self._listed(backend, "/audio/voices", limit, voice_entries, voices)
         self._seen[backend.kind] = (models, voices)
-        return models, voices, (True, latency, None)
+        return models, voices, (True, latency, None, seen)
 
     @staticmethod
     async def _listed(

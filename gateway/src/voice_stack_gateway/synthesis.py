@@ -29,7 +29,7 @@ from wyoming.tts import SynthesizeStopped
 
 from .audio import Converter, PcmFormat
 from .catalog import VoiceChoice
-from .errors import INTERNAL, GatewayError
+from .errors import INTERNAL, TOO_LARGE, GatewayError
 from .metrics import Kind
 from .protocol import encode_audio_chunk
 from .sentences import SentenceSplitter
@@ -95,6 +95,13 @@ class AudioOut:
             await self.sink.send(AudioStop().event())
 
 
+MAX_TEXT_CHARS = 50_000  # one request's text, plain or streamed: over half an hour of speech
+
+
+def text_too_long() -> GatewayError:
+    return GatewayError(TOO_LARGE, f"Text longer than {MAX_TEXT_CHARS} characters was refused")
+
+
 async def synthesize_plain(ctx: SessionContext, sink: Sink, text: str, voice: VoiceChoice) -> None:
     """One request, audio forwarded as it arrives, exactly one envelope."""
     started = time.perf_counter()
@@ -136,7 +143,7 @@ class StreamingSynthesis:
         self.jobs: asyncio.Queue[SentenceJob | None] = asyncio.Queue()
         self.all_jobs: list[SentenceJob] = []
         self.head = 0  # index of the sentence being played
-        self.window = asyncio.Condition()
+        self.chars = 0  # the stream's text so far (bounded: MAX_TEXT_CHARS)
         # first audio is timed from the first sentence handed to the TTS server, not from
         # synthesize-start: until then the stream waits for the client's (the LLM's) text
         self.first_sentence_at: float | None = None
@@ -145,7 +152,19 @@ class StreamingSynthesis:
         self._on_end = on_end
         self.writer = asyncio.create_task(self._run(), name="tts stream writer")
 
+    @property
+    def working(self) -> bool:
+        """Sentences are still being synthesized or sent (the client may wait in silence)."""
+        return not self.writer.done() and (self.stopped or self.head < len(self.all_jobs))
+
     def add_text(self, text: str) -> None:
+        """More of the client's text; GatewayError (and the stream ends) past MAX_TEXT_CHARS."""
+        self.chars += len(text)
+        if self.chars > MAX_TEXT_CHARS:
+            self.failed = True
+            self._cancel_fetches()
+            self.writer.cancel()
+            raise text_too_long()
         for sentence in self.splitter.add(text):
             self._submit(sentence)
 
@@ -178,15 +197,21 @@ class StreamingSynthesis:
         if self.first_sentence_at is None:
             self.first_sentence_at = time.perf_counter()
         job = SentenceJob(len(self.all_jobs), text)
-        job.task = asyncio.create_task(self._fetch(job), name=f"tts sentence {job.index}")
         self.all_jobs.append(job)
         self.jobs.put_nowait(job)
+        self._start_ready()
+
+    def _start_ready(self) -> None:
+        """Fetch the sentences inside the window (a task only then: a long text that is still
+        waiting holds its sentences' text, not a task each)."""
+        end = min(len(self.all_jobs), self.head + self.ctx.tts.concurrency)
+        for job in self.all_jobs[self.head : end]:
+            if job.task is None:
+                job.task = asyncio.create_task(self._fetch(job), name=f"tts sentence {job.index}")
 
     async def _fetch(self, job: SentenceJob) -> None:
         ctx = self.ctx
         try:
-            async with self.window:
-                await self.window.wait_for(lambda: job.index < self.head + ctx.tts.concurrency)
             body = request_body(ctx, job.text, self.voice)
             ahead = job.index - self.head
             async for item in ctx.tts_backend.speech(body, ctx.tts.pcm_rate, ahead):
@@ -223,9 +248,8 @@ class StreamingSynthesis:
                 fmt, pcm = cast(tuple[PcmFormat, bytes], item)
                 if await out.write(fmt, pcm) and self.first_sentence_at is not None:
                     latency.observe((time.perf_counter() - self.first_sentence_at) * 1000)
-            async with self.window:
-                self.head = job.index + 1
-                self.window.notify_all()
+            self.head = job.index + 1
+            self._start_ready()
         if out.started:
             await self.sink.send(AudioStop().event(), SynthesizeStopped().event())
         else:

@@ -11,7 +11,7 @@ from wyoming.tts import SynthesizeVoice
 from .errors import BAD_REQUEST, GatewayError
 from .metrics import Kind
 from .session import Jobs, SessionContext, Sink
-from .synthesis import StreamingSynthesis, synthesize_plain
+from .synthesis import MAX_TEXT_CHARS, StreamingSynthesis, synthesize_plain, text_too_long
 
 
 class TtsHandler:
@@ -26,6 +26,11 @@ class TtsHandler:
     def active(self) -> bool:
         return self.stream is not None
 
+    @property
+    def working(self) -> bool:
+        """A stream's audio is still on its way: the client is owed it."""
+        return self.stream is not None and self.stream.working
+
     async def synthesize(self, event: Event) -> None:
         if self.stream is not None:
             return  # the compatibility copy of a streamed text: already being spoken
@@ -36,6 +41,8 @@ class TtsHandler:
         requested = voice_of(event)
         if not text.strip():
             raise GatewayError(BAD_REQUEST, "Nothing to synthesize: the text is empty")
+        if len(text) > MAX_TEXT_CHARS:
+            raise text_too_long()
         self.ctx.metrics.requests[Kind.TTS] += 1
         voice = self.ctx.catalog.current.voice(requested, self.model)
         await self.jobs.run(Kind.TTS, synthesize_plain(self.ctx, self.sink, text, voice))
