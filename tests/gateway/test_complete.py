@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from voice_stack_gateway.complete import TABLES, judge, language_of
+from voice_stack_gateway.stt.complete import TABLES, judge, language_of
 
 
 @pytest.mark.parametrize(

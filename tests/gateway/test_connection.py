@@ -230,8 +230,18 @@ async def test_a_client_that_reads_nothing_is_dropped(
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", gw.port))
     sock.sendall(encode_event(Synthesize(text="word " * 4000).event()))  # about 10 MB of audio
-    await wait_for(lambda: not gw.connections, limit=30)
+    await wait_for(lambda: bool(gw.connections))
+    (conn,) = gw.connections
+    await wait_for(lambda: conn.closed, limit=30)
+    sock.settimeout(10)
+    with pytest.raises(ConnectionResetError):  # reset: what the kernel held for it is gone too
+        read_to_the_end(sock)
     sock.close()
+
+
+def read_to_the_end(sock: socket.socket) -> None:
+    while sock.recv(1 << 20):
+        pass
 
 
 async def test_read_ahead_counts_event_data_not_just_audio(

@@ -16,11 +16,11 @@ from wyoming.tts import Synthesize
 
 from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
-from voice_stack_gateway.early import EarlyTranscription, PauseDetector, Signal
 from voice_stack_gateway.gateway import Gateway
 from voice_stack_gateway.metrics import Kind, Metrics
-from voice_stack_gateway.transcription import Transcription
-from voice_stack_gateway.vad import FRAME_BYTES
+from voice_stack_gateway.stt.early import EarlyTranscription, PauseDetector, Signal
+from voice_stack_gateway.stt.transcription import Transcription
+from voice_stack_gateway.stt.vad import FRAME_BYTES
 
 from .conftest import Client, Clients, GatewayFactory, first_error, silence, speech_pcm, wait_for
 from .test_stt import PHRASE, words

@@ -133,7 +133,7 @@ def test_pip_install_leaves_the_tree_as_it_was(tmp_path: Path) -> None:
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     assert sorted(p.relative_to(tree) for p in tree.rglob("*")) == before
-    assert (tmp_path / "site" / "voice_stack_gateway" / "early.py").exists()
+    assert (tmp_path / "site" / "voice_stack_gateway" / "stt" / "early.py").exists()
 
 
 @pytest.fixture(scope="module")

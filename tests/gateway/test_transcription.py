@@ -8,8 +8,8 @@ from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_gateway.audio import PcmFormat
 from voice_stack_gateway.errors import GatewayError
 from voice_stack_gateway.metrics import BackendState
-from voice_stack_gateway.transcription import Transcription
-from voice_stack_gateway.upload import WavUpload
+from voice_stack_gateway.stt.transcription import Transcription
+from voice_stack_gateway.stt.upload import WavUpload
 from voice_stack_gateway.upstream import Backend, Timeouts
 
 from .conftest import wait_for

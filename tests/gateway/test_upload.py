@@ -8,7 +8,7 @@ import io
 import wave
 
 from voice_stack_gateway.audio import PcmFormat
-from voice_stack_gateway.upload import WavUpload
+from voice_stack_gateway.stt.upload import WavUpload
 
 
 def parts(body: bytes, content_type: str) -> dict[str, bytes]:

@@ -11,12 +11,12 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 
 from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
-from voice_stack_gateway.early import EarlyTranscription
-from voice_stack_gateway.endpoint import TurnEnd
 from voice_stack_gateway.metrics import EarlyResult
-from voice_stack_gateway.transcription import Transcription
-from voice_stack_gateway.upload import WavUpload
-from voice_stack_gateway.utterance import Utterance
+from voice_stack_gateway.stt.early import EarlyTranscription
+from voice_stack_gateway.stt.handler import Turn
+from voice_stack_gateway.stt.transcription import Transcription
+from voice_stack_gateway.stt.upload import WavUpload
+from voice_stack_gateway.stt.utterance import Utterance
 
 from .conftest import Clients, GatewayFactory, silence, speech_pcm
 
@@ -57,7 +57,7 @@ async def test_transcribe_names_model_and_language(
     assert "stream" not in fields
 
 
-_AUDIO_HOLDERS = (Utterance, WavUpload, Transcription, EarlyTranscription, TurnEnd)
+_AUDIO_HOLDERS = (Utterance, WavUpload, Transcription, EarlyTranscription, Turn)
 
 
 def _audio_holders_left() -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 import webrtcvad  # type: ignore[import-untyped]
 
 from voice_stack_dev.procs import Service
-from voice_stack_gateway.vad import FRAME_BYTES, SpeechFrames
+from voice_stack_gateway.stt.vad import FRAME_BYTES, SpeechFrames
 
 from .conftest import speech_pcm
 

@@ -9,6 +9,8 @@ import logging
 import time
 from collections import OrderedDict
 
+from aiohttp.http_exceptions import HttpProcessingError
+
 _LOGGER = logging.getLogger("voice_stack_gateway.clients")
 BURST = 5
 EVERY = 60.0
@@ -87,8 +89,9 @@ class _BudgetFilter(logging.Filter):
         if skipped is None:
             return False
         exc = record.exc_info[1] if record.exc_info else None
-        if exc is not None and getattr(exc, "status", 500) < 500:  # the client's malformed request
-            record.msg = f"{record.msg}: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+        if isinstance(exc, HttpProcessingError) and 400 <= exc.code < 500:  # a malformed request
+            what = str(getattr(exc, "message", "") or exc).strip().splitlines()[0][:160]
+            record.msg = f"{record.msg}: {type(exc).__name__}: {what}"
             record.exc_info, record.exc_text = None, None
             record.levelno, record.levelname = logging.INFO, "INFO"
         if skipped:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import secrets
 
-from .audio import PcmFormat, wav_header
+from ..audio import PcmFormat, wav_header
 
 _WAV_HEADER = 44
 

@@ -1,15 +1,14 @@
-"""endpoint.py: the gateway ends a turn itself when an early transcript reads complete after a
-long enough pause. First the decision alone (frames scripted, requests stood in for), then the
-protocol behind a gateway: the fake speech server answers with the words a test chooses, and
-holds its answers until the test releases them, so every test is driven by ordering (a ping is
-answered only after every audio chunk before it was fed), never by the wall clock."""
+"""stt/handler.py: the handler acts on each turn's decisions (the decisions themselves are
+test_turn.py's): a complete request answered before audio-stop, the others left to the client,
+through a gateway. The fake speech server answers with the words a test chooses, and holds its
+answers until the test releases them, so every test is driven by ordering (a ping is answered
+only after every audio chunk before it was fed), never by the wall clock."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
-from typing import cast
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
@@ -21,230 +20,16 @@ from wyoming.ping import Ping
 
 from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
-from voice_stack_gateway.early import EarlyTranscription, PauseDetector
-from voice_stack_gateway.endpoint import TurnEnd
 from voice_stack_gateway.gateway import Gateway
 from voice_stack_gateway.metrics import EndedBy, Kind, Metrics
-from voice_stack_gateway.own_vad import Without
-from voice_stack_gateway.transcription import Transcription
-from voice_stack_gateway.vad import FRAME_BYTES
 
 from .conftest import Client, Clients, GatewayFactory, silence, speech_pcm, wait_for
-from .test_early import Scripted
-
-LOUD, QUIET = b"\xff\x7f" * (FRAME_BYTES // 2), bytes(FRAME_BYTES)
-
-
-class Request:
-    """Stands in for an early backend request: done when the test says, with a text."""
-
-    def __init__(self) -> None:
-        self.done = False
-        self.text: str | None = None
-        self.cancelled = False
-        self._finished = asyncio.Event()
-
-    def answer(self, text: str | None) -> None:
-        self.done, self.text = True, text
-        self._finished.set()
-
-    async def finished(self) -> None:
-        await self._finished.wait()
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-    async def close(self) -> None:
-        self.cancelled = True
-
-
-class Turn:
-    """An EarlyTranscription on scripted frames, and a TurnEnd over it."""
-
-    def __init__(
-        self,
-        endpoint_ms: int = 400,
-        pause_ms: int = 300,
-        accept: bool = True,
-        hold_ms: int | None = None,
-        weak_ms: int = 0,
-    ) -> None:
-        self.metrics = Metrics("http://a/v1", "http://b/v1")
-        self.requests: list[Request] = []
-        self.accept = accept
-        self.ended: list[Request | Without] = []
-        start = cast(Callable[[], Transcription], self._start)
-        self.early = EarlyTranscription(self.metrics, start, pause_ms, 3)
-        self.early._detector = PauseDetector(pause_ms, Scripted())
-        self.turn = TurnEnd(
-            self.metrics, self.early, endpoint_ms, "en", self._end, weak_ms=weak_ms, hold_ms=hold_ms
-        )
-
-    def _start(self) -> Request:
-        self.requests.append(Request())
-        return self.requests[-1]
-
-    def _end(self, answer: Transcription | Without) -> bool:
-        if self.accept:
-            self.ended.append(answer if isinstance(answer, Without) else cast(Request, answer))
-        return self.accept
-
-    def feed(self, frame: bytes, count: int) -> None:
-        self.early.feed(frame * count)
-        self.turn.check()
-
-    async def answered_at_the_cut(self, text: str | None) -> None:
-        """A second of speech, the 300 ms pause that cuts it, and the early request's answer."""
-        self.feed(LOUD, 20)
-        self.feed(QUIET, 15)  # the cut: 300 ms
-        self.requests[0].answer(text)
-        await settle()
-
-    def counts(self) -> dict[str, int]:
-        return counted(self.metrics)
 
 
 def counted(metrics: Metrics) -> dict[str, int]:
     """The turn ends counted: `gateway` and `client` always, the own VAD's labels when not 0."""
     ends = metrics.turn_end.items()
     return {str(k): v for k, v in ends if v or k in (EndedBy.GATEWAY, EndedBy.CLIENT)}
-
-
-async def settle() -> None:
-    """Let the watcher of a request just answered run (it is one task hop away)."""
-    for _ in range(3):
-        await asyncio.sleep(0)
-
-
-async def test_the_transcript_back_before_the_pause_is_long_enough() -> None:
-    t = Turn()
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 15)  # the cut: 300 ms
-    assert len(t.requests) == 1
-    t.requests[0].answer("Turn on the kitchen light.")
-    await settle()
-    assert not t.ended
-    assert "the pause was 300 ms" in t.turn.why
-    t.feed(QUIET, 4)  # 380 ms
-    assert not t.ended
-    t.feed(QUIET, 1)  # 400 ms
-    assert t.ended == [t.requests[0]]
-    assert t.early.current is None  # taken: the utterance no longer drops it
-    assert t.counts() == {"gateway": 1, "client": 0}
-    t.turn.left()  # audio-stop after the gateway's answer: nothing more is counted
-    assert t.counts() == {"gateway": 1, "client": 0}
-    await t.turn.close()
-
-
-async def test_the_pause_long_enough_before_the_transcript_is_back() -> None:
-    t = Turn()
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 40)
-    assert not t.ended
-    assert "was not back yet" in t.turn.why
-    t.requests[0].answer("Turn on the kitchen light.")
-    await settle()  # the watcher ends the turn
-    assert t.ended == [t.requests[0]]
-    await t.turn.close()
-
-
-@pytest.mark.parametrize(
-    ("text", "why"),
-    [
-        ("Turn on the", "'Turn on the' does not read complete: ends on 'the'"),
-        (None, "early transcription 1 failed"),
-    ],
-)
-async def test_no_end_without_a_complete_transcript(text: str | None, why: str) -> None:
-    t = Turn()
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 40)
-    t.requests[0].answer(text)
-    await settle()
-    t.feed(QUIET, 40)
-    assert not t.ended
-    assert why in t.turn.why
-    t.turn.left()
-    assert t.counts() == {"gateway": 0, "client": 1}
-    await t.turn.close()
-
-
-async def test_speech_after_the_cut_blocks_the_end() -> None:
-    """Speech too short to drop the early request (under 100 ms) still means it misses words."""
-    t = Turn(endpoint_ms=100)  # shorter than the cut's pause, so only that rule stops it
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 15)
-    t.requests[0].answer("Turn on the kitchen light.")
-    t.feed(LOUD, 3)
-    t.feed(QUIET, 6)  # 120 ms of pause after the 60 ms of speech: no new cut yet
-    await settle()
-    assert not t.ended
-    assert t.turn.why == "speech after the last cut"
-    t.feed(QUIET, 9)  # a new cut: a new request, not back yet
-    assert len(t.requests) == 2
-    assert t.requests[0].cancelled
-    await settle()
-    assert not t.ended
-    t.requests[1].answer("Turn on the kitchen light, and the hall.")
-    await settle()
-    assert t.ended == [t.requests[1]]
-    await t.turn.close()
-
-
-async def test_an_answer_still_being_sent_defers_the_end() -> None:
-    t = Turn(accept=False)
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 40)
-    t.requests[0].answer("Turn on the kitchen light.")
-    await settle()
-    assert "still being sent" in t.turn.why
-    t.accept = True
-    t.feed(QUIET, 1)  # the next chunk tries again
-    assert t.ended == [t.requests[0]]
-    await t.turn.close()
-
-
-async def test_a_weakly_complete_transcript_waits_for_the_weak_endpoint() -> None:
-    """What tiny.en heard for a cut "Dim the lights in the", "Dim the lights in there.", ends
-    the turn only after the longer weak endpoint; a strong verdict at the short one."""
-    t = Turn(weak_ms=700)
-    await t.answered_at_the_cut("Dim the lights in there.")
-    t.feed(QUIET, 19)  # 680 ms
-    assert not t.ended
-    assert "reads complete only weakly" in t.turn.why
-    assert "the pause was 680 ms (< the weak endpoint's 700 ms)" in t.turn.why
-    t.feed(QUIET, 1)  # 700 ms
-    assert t.ended == [t.requests[0]]
-    assert t.counts() == {"gateway": 1, "client": 0}
-    await t.turn.close()
-
-    strong = Turn(weak_ms=700)
-    await strong.answered_at_the_cut("Dim the lights in the dining room.")
-    strong.feed(QUIET, 5)  # 400 ms
-    assert strong.ended == [strong.requests[0]]
-    await strong.turn.close()
-
-
-@pytest.mark.parametrize("weak_ms", [0, 300, 400])
-async def test_a_weak_endpoint_no_longer_than_the_endpoint_is_one_tier(weak_ms: int) -> None:
-    t = Turn(weak_ms=weak_ms)
-    await t.answered_at_the_cut("Remind me too.")
-    t.feed(QUIET, 4)  # 380 ms
-    assert not t.ended
-    assert t.turn.why == "'Remind me too.' reads complete, but the pause was 380 ms"
-    t.feed(QUIET, 1)  # 400 ms
-    assert t.ended == [t.requests[0]]
-    await t.turn.close()
-
-
-async def test_no_cut_no_request() -> None:
-    t = Turn()
-    t.feed(LOUD, 20)
-    t.feed(QUIET, 10)
-    assert t.turn.why == "no pause after speech"
-    t.turn.left()
-    assert t.counts() == {"gateway": 0, "client": 1}
-    await t.turn.close()
 
 
 # --- behind the gateway ------------------------------------------------------------------------
@@ -416,11 +201,11 @@ async def test_turned_off(
         await start(c, phrases["light"] + silence(1.0))
         await fed(c)
         (conn,) = gw.connections
-        utterance = conn.stt.utterance
-        assert utterance is not None
-        assert utterance.turn is None  # nothing watches for the end of the turn
-        assert utterance.early is not None
-        current = utterance.early.current
+        turn = conn.stt.turn
+        assert turn is not None
+        assert turn.rules is None  # nothing decides the end of the turn
+        assert turn.early is not None
+        current = turn.early.current
         assert current is not None
         await wait_for(lambda: current.done)
         await fed(c)  # the early transcript is back, and nothing was sent

@@ -24,7 +24,7 @@ function word, right after a preposition or an object pronoun: tiny.en heard the
 some jazz in the", "Dim the lights in the" and "Remind me to" as "Place some jazz in it.", "Dim
 the lights in there." and "Remind me too." (the cut-off corpus, bench/endpoint_bench.py), which
 read complete. A weak verdict still lets the turn end, after the longer --stt-endpoint-weak-ms
-(endpoint.py); a finished request seldom ends that way ("what's in it"), so it costs those a
+(turn.py); a finished request seldom ends that way ("what's in it"), so it costs those a
 few hundred ms and spares the misheard heads.
 """
 

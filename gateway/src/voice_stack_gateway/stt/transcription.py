@@ -9,8 +9,8 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from .errors import INTERNAL, GatewayError
-from .upstream import Backend
+from ..errors import INTERNAL, GatewayError
+from ..upstream import Backend
 
 _LOGGER = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import webrtcvad  # type: ignore[import-untyped]
 
-from .audio import rms
+from ..audio import rms
 
 RATE = 16000
 FRAME_MS = 20

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Protocol
 
-from .metrics import EarlyResult, Metrics
+from ..metrics import EarlyResult, Metrics
 from .transcription import Transcription
 from .vad import FRAME_BYTES, FRAME_MS, SpeechFrames
 

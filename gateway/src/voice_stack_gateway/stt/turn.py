@@ -1,0 +1,188 @@
+"""Who ends a speech turn, and why: one pure function, `decide`, over what has happened to it.
+
+Home Assistant's Wyoming STT takes the first transcript it reads and stops uploading, so the
+gateway may answer before the client's audio-stop. The rules (docs/gateway.md, "End of turn",
+is the user's page; this is the code's):
+
+- words that read complete (complete.py), in an early transcript of the audio up to a pause,
+  with no speech after that pause, once the pause has lasted the endpoint (`--stt-endpoint-ms`;
+  the longer `--stt-endpoint-weak-ms` when they read complete only weakly): the early transcript
+  answers now;
+- otherwise the client's audio-stop ends the turn (answered as at audio-stop: the early
+  transcript if nothing followed its cut, else the whole audio) unless the gateway runs the
+  client's VAD too (`--stt-own-vad`: HA then runs none and never stops on its own), when it also
+  ends
+  - any other words after the longer hold (`--stt-incomplete-hold-ms`; in a language without a
+    word table, HA's default 700 ms stands in, so those turns end as they would without it),
+    answered as at audio-stop,
+  - HA's 15 s cap, answered the same way, or with an empty transcript if no speech came at all
+    (HA answers that with "No text recognized");
+- nothing ends while the answer to the client's previous request is still being sent (answers
+  keep the order of the requests).
+
+Every figure here counts audio frames, never the wall clock, so the same audio always ends the
+same way however fast it is sent (HA's segmenter counts the audio's seconds too). The reason
+string of each decision is what the debug log prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ..metrics import EndedBy
+from .complete import TABLES, Verdict, language_of
+from .early import MIN_SPEECH_MS
+
+CAP_MS = 15_000  # HA's VoiceCommandSegmenter.timeout_seconds
+HA_HOLD_MS = 700  # its silence_seconds by default (VadSensitivity.DEFAULT)
+NO_PAUSE = "no pause after speech"
+
+
+class Happening(Enum):
+    """What happened to the turn."""
+
+    AUDIO = "audio"  # a chunk was heard (the pause detector has judged it)
+    EARLY_RESULT = "early result"  # the early request of the last cut came back (or failed)
+    AUDIO_STOP = "audio-stop"  # the client ended the turn
+
+
+class Phase(Enum):
+    LISTENING = "listening"  # no early request in flight
+    CUT = "cut"  # an early request for the last pause is in flight or back
+    ENDED = "ended"  # the gateway ended it before audio-stop: its answer is on the way
+    ANSWERED = "answered"  # audio-stop came and was answered (or the turn was closed)
+
+
+class Answer(Enum):
+    """What answers a turn the gateway ends."""
+
+    EARLY = "the early transcript"
+    AS_AT_STOP = "as at audio-stop"  # the early transcript if nothing followed its cut, else all
+    SILENCE = "an empty transcript"  # no speech: HA's "No text recognized"
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """The settings a turn is decided by (0 / None: that rule is off)."""
+
+    endpoint_ms: int  # above 0 (with 0, the end of turn is off: nothing is decided)
+    weak_ms: int  # a weak verdict's endpoint; never shorter than endpoint_ms
+    hold_ms: int | None  # own VAD's hold for other words (None: the client runs its VAD)
+
+    @classmethod
+    def of(
+        cls, endpoint_ms: int, weak_ms: int, own_hold_ms: int | None, language: str | None
+    ) -> Rules:
+        """The rules for a request in `language`: without a word table, at most HA's hold."""
+        hold = own_hold_ms
+        if hold is not None and language_of(language) not in TABLES:
+            hold = min(hold, HA_HOLD_MS)
+        return cls(endpoint_ms, max(endpoint_ms, weak_ms), hold)
+
+
+@dataclass(frozen=True, slots=True)
+class Heard:
+    """What is known of the turn when something happens: the pause detector's counts, the early
+    request of the last cut and its verdict, and whether an earlier answer is still going out."""
+
+    audio_ms: int = 0
+    speech_ms: int = 0
+    pause_ms: int = 0  # the quiet since the last speech frame
+    cuts: int = 0  # early requests started
+    speech_after_cut: bool = False
+    early: str = "none"  # the last cut's request: "none" (dropped), "pending", "failed", "back"
+    words: str = ""  # its transcript, stripped, once back
+    verdict: Verdict | None = None  # judge(words), once back
+    busy: bool = False  # the answer to an earlier request is still being sent
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    why: str  # what is missing (printed when audio-stop ends the turn)
+
+
+@dataclass(frozen=True, slots=True)
+class End:
+    answer: Answer
+    by: EndedBy
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Left:
+    """audio-stop came first: the client ended the turn; answered as at audio-stop."""
+
+    why: str
+
+
+Decision = Wait | End | Left
+
+
+def decide(rules: Rules, heard: Heard, happening: Happening) -> Decision:
+    """What to do now that `happening` happened to a turn the gateway has not ended."""
+    if happening is Happening.AUDIO_STOP:  # why it had not ended (each chunk was decided on)
+        return Left(decide(rules, heard, Happening.AUDIO).why)
+    why = _waiting_for(rules, heard)
+    if why is None:
+        return _unless_busy(heard, End(Answer.EARLY, EndedBy.GATEWAY, _ended_why(rules, heard)))
+    if rules.hold_ms is not None and (stop := _own_stop(rules.hold_ms, heard, why)) is not None:
+        return _unless_busy(heard, stop)
+    return Wait(why)
+
+
+def _unless_busy(heard: Heard, end: End) -> Decision:
+    return Wait("the answer to an earlier request was still being sent") if heard.busy else end
+
+
+def _waiting_for(rules: Rules, heard: Heard) -> str | None:
+    """Why the words cannot end the turn yet; None when they may."""
+    if heard.early != "back" or heard.verdict is None:
+        return _no_words(heard)
+    words, verdict = heard.words, heard.verdict
+    if not verdict.complete:
+        return f"{words!r} does not read complete: {verdict.why}"
+    if heard.speech_after_cut:
+        return "speech after the last cut"
+    needed = _needed(rules, verdict)
+    if heard.pause_ms >= needed:
+        return None
+    if needed > rules.endpoint_ms:
+        return (
+            f"{words!r} reads complete only weakly ({verdict.why}), but the pause was"
+            f" {heard.pause_ms} ms (< the weak endpoint's {needed} ms)"
+        )
+    return f"{words!r} reads complete, but the pause was {heard.pause_ms} ms"
+
+
+def _no_words(heard: Heard) -> str:
+    if heard.early == "none":
+        return "speech after the last cut" if heard.cuts else NO_PAUSE
+    state = "failed" if heard.early == "failed" else "was not back yet"
+    return f"early transcription {heard.cuts} {state}"
+
+
+def _needed(rules: Rules, verdict: Verdict) -> int:
+    return rules.weak_ms if verdict.weak else rules.endpoint_ms
+
+
+def _ended_why(rules: Rules, heard: Heard) -> str:
+    assert heard.verdict is not None
+    needed = _needed(rules, heard.verdict)
+    limit = f"the weak endpoint's {needed} ms" if needed > rules.endpoint_ms else f"{needed} ms"
+    return f"a {heard.pause_ms} ms pause (>= {limit}), {heard.words!r}: {heard.verdict.why}"
+
+
+def _own_stop(hold_ms: int, heard: Heard, waiting: str) -> End | None:
+    """The gateway's own VAD: the cap, or the hold after speech; `waiting` says why the words
+    did not end the turn."""
+    if heard.audio_ms >= CAP_MS:
+        if not heard.speech_ms:
+            why = f"no speech in {CAP_MS} ms of audio (Home Assistant's timeout)"
+            return End(Answer.SILENCE, EndedBy.NO_SPEECH, why)
+        why = f"{CAP_MS} ms of audio (Home Assistant's cap), and {waiting}"
+        return End(Answer.AS_AT_STOP, EndedBy.CAP, why)
+    if heard.speech_ms >= MIN_SPEECH_MS and heard.pause_ms >= hold_ms:
+        why = f"a {heard.pause_ms} ms pause (>= the {hold_ms} ms hold), and {waiting}"
+        return End(Answer.AS_AT_STOP, EndedBy.HOLD, why)
+    return None
