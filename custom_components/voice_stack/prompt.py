@@ -118,6 +118,11 @@ class VolatileContext:
         return conv.injected
 
 
+# what conversation/chat_log.py (HA 2026.11) writes as the assistant's part of a failed turn
+HA_NO_RESPONSE = "(no response)"
+HA_ERROR_PREFIX = "Error: "
+
+
 def build_messages(
     chat_log: conversation.ChatLog,
     *,
@@ -143,8 +148,27 @@ def build_messages(
         if i == 0:
             continue
         if (msg := _convert(content[i], injected.get(i))) is not None:
+            if _written_by_ha(content, i):
+                msg["content"] = ""
             messages.append(msg)
     return messages
+
+
+def _written_by_ha(content: list[conversation.Content], i: int) -> bool:
+    """Whether item `i` is the assistant text HA 2026.11 writes itself at the end of a failed
+    turn ("Error: <what failed>") or of one the agent added nothing to ("(no response)").
+
+    Sent back, a small model repeats it ("Error: Cannot reach ..." as its reply to the next
+    question), and it is nothing the model said. It is sent empty instead: the roles still
+    alternate (Gemma's template refuses two user messages in a row), the user's unanswered
+    question stays for a "try again", and the request's prefix is the same every time it is sent.
+    """
+    item = content[i]
+    if not isinstance(item, conversation.AssistantContent) or item.tool_calls:
+        return False
+    text = item.content or ""
+    ends_turn = i + 1 == len(content) or isinstance(content[i + 1], conversation.UserContent)
+    return ends_turn and (text == HA_NO_RESPONSE or text.startswith(HA_ERROR_PREFIX))
 
 
 def _carry_over(injected: dict[int, str], first: int) -> dict[int, str]:

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from awesomeversion import AwesomeVersion
 from homeassistant.components import conversation
 from homeassistant.components.conversation import trace
 from homeassistant.components.conversation.const import DATA_COMPONENT
 from homeassistant.config_entries import SOURCE_REAUTH
+from homeassistant.const import __version__ as HA_VERSION
 from homeassistant.core import Context, HomeAssistant, callback
 from homeassistant.helpers import area_registry as ar
 from homeassistant.helpers import device_registry as dr
@@ -30,6 +32,7 @@ from custom_components.voice_stack.const import (
     DOMAIN,
     LAYOUT_HA_DEFAULT,
 )
+from custom_components.voice_stack.errors import LlamaConnectionError
 from custom_components.voice_stack.timings import Timings, signal_timings
 from tests.integration.conftest import Server
 from tests.integration.helpers import (
@@ -218,6 +221,36 @@ class TestTinyText:
         assert users[4] == [f"{AREA}\n\nturn 2", "turn 3", "turn 4"]
         assert users[5] == [f"{AREA}\n\nturn 2", "turn 3", "turn 4", "turn 5"]
         assert sent[5]["messages"][: len(sent[4]["messages"])] == sent[4]["messages"]
+
+    async def test_a_failed_turn_is_not_replayed_to_the_model(
+        self, hass: HomeAssistant, init_integration: MockConfigEntry
+    ) -> None:
+        """HA 2026.11 ends a failed turn in the chat log with "Error: ..." or "(no response)";
+        the next request of that conversation sends it as an empty reply: the real server
+        answers, and the model has no error text to repeat."""
+        entry = init_integration
+        sent = spy_requests(entry)
+        chat = entry.runtime_data.chat
+        working = chat.stream
+
+        def failing(request: dict[str, Any], timeout_s: float) -> Any:
+            raise LlamaConnectionError("Cannot reach the server")
+
+        cid = (await _say(hass, entry, "hello")).conversation_id  # HA keeps only a log that
+        chat.stream = failing  # answered once: a failed first turn is dropped with its log
+        failed = await _say(hass, entry, "turn on the lamp", cid)
+        assert failed.response.response_type is intent.IntentResponseType.ERROR
+        chat.stream = working
+        result = await _say(hass, entry, "try again", cid)
+        assert result.response.speech["plain"]["speech"] == HELLO  # the real server took it
+        again = sent[-1]["messages"]
+        replies = [m["content"] for m in again if m["role"] == "assistant"]
+        assert not [r for r in replies if r.startswith("Error: ") or r == "(no response)"]
+        if AwesomeVersion(HA_VERSION) >= "2026.11":  # the first HA that writes them
+            turns = [(m["role"], m["content"].rsplit("\n\n", 1)[-1]) for m in again[1:]]
+            assert turns[2:] == [
+                ("user", "turn on the lamp"), ("assistant", ""), ("user", "try again")
+            ]  # fmt: skip
 
     async def test_any_language(
         self, hass: HomeAssistant, init_integration: MockConfigEntry
