@@ -180,6 +180,7 @@ def test_init_writes_fresh_distinct_keys(tmp_path: Path) -> None:
     keys = [values[name] for name in KEYS]
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{40,}", key) for key in keys)
     assert len(set(keys)) == 3
+    assert values["GATEWAY_ALLOW"] == "private"  # the LAN and this host, never the internet
     assert env.stat().st_mode & 0o777 == 0o600
     again = stack(env, "init")
     assert again.returncode != 0

@@ -7,15 +7,15 @@ soak's figures go to docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from voice_stack_bench.soak.usage import floors, gateway_errors, growth
+from voice_stack_dev.demo.services import Role
 from voice_stack_dev.paths import REPO, venv_bin
 
 from .demo_process import run_stopping_cleanly
@@ -111,37 +111,26 @@ def test_recorder_rows_say_what_changed(soak: dict[str, Any]) -> None:
     assert soak["goals"]["recorder_rows_are_value_changes"] is True
 
 
-def _soak_module() -> Any:
-    spec = importlib.util.spec_from_file_location("soak_module", SOAK)
-    assert spec is not None
-    assert spec.loader is not None
-    soak = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # its dataclasses
-    spec.loader.exec_module(soak)
-    return soak
-
-
 def test_counts_are_judged_by_their_floors() -> None:
     """Requests in flight lift some readings, more as the load grows; what leaks lifts all."""
-    soak = _soak_module()
     busier_at_the_end = [8, 9, 8, 8, 9, 8, 9, 10, 8, 10, 11, 10]  # medians 8 -> 10
-    assert soak.floors(busier_at_the_end) == [8, 8]
+    assert floors(busier_at_the_end) == [8, 8]
     one_socket_leaked = [8, 9, 8, 8, 9, 8, 9, 10, 9, 10, 11, 9]
-    assert soak.floors(one_socket_leaked) == [8, 9]
-    assert soak.floors([None, 3, None, 4]) == [3, 4]
+    assert floors(one_socket_leaked) == [8, 9]
+    assert floors([None, 3, None, 4]) == [3, 4]
     # a pool that a steady load keeps open closes at rest; a leak does not
     pooled = [8, 8, 8, 9, 9, 9, 9, 9, 9]
-    assert soak.floors(pooled) == [8, 9]
-    assert soak.floors(pooled, at_rest=8) == [8, 8]
-    assert soak.floors(pooled, at_rest=9) == [8, 9]
+    assert floors(pooled) == [8, 9]
+    assert floors(pooled, at_rest=8) == [8, 8]
+    assert floors(pooled, at_rest=9) == [8, 9]
 
 
 def test_counts_at_rest_are_judged_per_process() -> None:
-    soak = _soak_module()
     rows = [{"t": 10.0 * i, "gateway": {"pids": [7], "rss_kb": 1024, "fds": 9 + (i >= 20)}}
             for i in range(30)]  # fmt: skip
     rows.append({"t": 400.0, "at_rest": True, "gateway": {"pids": [7], "rss_kb": 1, "fds": 10}})
     rows.append({"t": 405.0, "at_rest": True, "gateway": {"pids": [7], "rss_kb": 1, "fds": 9}})
-    (life,) = soak.growth(rows, soak.Role.GATEWAY, 0.0)
+    (life,) = growth(rows, Role.GATEWAY, 0.0)
     assert life["fds"] == [9, 9]
     assert life["counts_at_rest"] is True
     assert life["samples"] == 18  # the reading at rest is no sample of the load: not its RSS
@@ -157,19 +146,16 @@ def _rss_rows(mb: list[int]) -> list[dict[str, Any]]:
 
 
 def test_rss_is_judged_by_the_level_not_one_swing() -> None:
-    soak = _soak_module()
     # 100 samples (a 50-minute watch has 300), a long synthesis in flight as the watch ended
     swinging_at_the_end = [400] * 97 + [500] * 3
-    (life,) = soak.growth(_rss_rows(swinging_at_the_end), soak.Role.SPEECH, 0.0)
+    (life,) = growth(_rss_rows(swinging_at_the_end), Role.SPEECH, 0.0)
     assert life["samples"] == 100
     assert life["rss_growth_pct"] == 0
-    (life,) = soak.growth(_rss_rows([400 + i for i in range(40)]), soak.Role.SPEECH, 0.0)
+    (life,) = growth(_rss_rows([400 + i for i in range(40)]), Role.SPEECH, 0.0)
     assert life["rss_mb"] == [401.5, 437.5]  # the medians of the first and last four of 40
 
 
 def test_errors_the_gateway_sent_are_placed_against_the_fault_windows() -> None:
-    soak = _soak_module()
-
     def row(t: float, pid: int, errors: dict[str, int] | None) -> dict[str, Any]:
         return {"t": t, "gateway": {"pids": [pid], "errors": errors}}
 
@@ -181,7 +167,7 @@ def test_errors_the_gateway_sent_are_placed_against_the_fault_windows() -> None:
         row(50, 2, {"stt backend-unreachable": 2}),
         row(60, 2, {"stt backend-unreachable": 2, "tts_stream backend-timeout": 1}),
     ]
-    sent = soak.gateway_errors(usage, [(15.0, 40.0)])
+    sent = gateway_errors(usage, [(15.0, 40.0)])
     assert [(e["since_t"], e["t"], e["error"], e["count"], e["in_window"]) for e in sent] == [
         (10, 20, "tts_stream backend-timeout", 1, True),
         (30, 40, "stt backend-unreachable", 2, True),

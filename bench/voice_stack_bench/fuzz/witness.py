@@ -83,7 +83,8 @@ async def _pings(port: int, stop: asyncio.Event, seen: Seen) -> None:
                 async with asyncio.timeout(REQUEST_LIMIT_S):
                     await _read_until(client, "pong")
             except Exception as exc:
-                seen.failures.append(f"ping: {type(exc).__name__}: {exc}")
+                never = " (never answered: the server may not implement ping)"
+                seen.failures.append(f"ping: {type(exc).__name__}{'' if seen.ping_ms else never}")
                 return
             seen.ping_ms.append((time.perf_counter() - sent) * 1000)
             await asyncio.sleep(PING_EVERY_S)

@@ -1,28 +1,12 @@
-"""Who ends a speech turn, and why: one pure function, `decide`, over what has happened to it.
+"""Who ends a speech turn, and why: one pure function, `decide`, over what is known of the turn
+(`Heard`) when something happens to it. The rules it applies are written out for users once, in
+docs/gateway.md ("End of turn"); each is one branch here, with the reason the debug log prints:
+the words (complete after the endpoint, weakly complete after the weak one), and with the
+gateway's own VAD the hold, HA's 15 s cap and "no speech"; nothing ends while an earlier answer
+is still going out (answers keep the order of the requests).
 
-Home Assistant's Wyoming STT takes the first transcript it reads and stops uploading, so the
-gateway may answer before the client's audio-stop. The rules (docs/gateway.md, "End of turn",
-is the user's page; this is the code's):
-
-- words that read complete (complete.py), in an early transcript of the audio up to a pause,
-  with no speech after that pause, once the pause has lasted the endpoint (`--stt-endpoint-ms`;
-  the longer `--stt-endpoint-weak-ms` when they read complete only weakly): the early transcript
-  answers now;
-- otherwise the client's audio-stop ends the turn (answered as at audio-stop: the early
-  transcript if nothing followed its cut, else the whole audio) unless the gateway runs the
-  client's VAD too (`--stt-own-vad`: HA then runs none and never stops on its own), when it also
-  ends
-  - any other words after the longer hold (`--stt-incomplete-hold-ms`; in a language without a
-    word table, HA's default 700 ms stands in, so those turns end as they would without it),
-    answered as at audio-stop,
-  - HA's 15 s cap, answered the same way, or with an empty transcript if no speech came at all
-    (HA answers that with "No text recognized");
-- nothing ends while the answer to the client's previous request is still being sent (answers
-  keep the order of the requests).
-
-Every figure here counts audio frames, never the wall clock, so the same audio always ends the
-same way however fast it is sent (HA's segmenter counts the audio's seconds too). The reason
-string of each decision is what the debug log prints.
+Every figure counts audio frames, never the wall clock, so the same audio always ends the same
+way however fast it is sent (HA's segmenter counts the audio's seconds too).
 """
 
 from __future__ import annotations
