@@ -10,21 +10,11 @@ import pytest
 
 from voice_stack_dev.llama import LlamaServer, start_llama
 from voice_stack_dev.procs import Service
+from voice_stack_dev.service_logs import (  # noqa: F401 - a hook and a fixture, found by name
+    pytest_collection_modifyitems,
+    service_logs_fixture,
+)
 from voice_stack_dev.speech_server import start_speech_server
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `real` every test that runs a provisioned server (llama-server, nginx, the speech
-    engines, Home Assistant): they all log to `service_logs`. `scripts/test --fast` skips them."""
-    for item in items:
-        if "service_logs" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.real)
-
-
-@pytest.fixture(scope="session")
-def service_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One folder for the logs of every server the session starts (named in failures)."""
-    return tmp_path_factory.mktemp("service-logs")
 
 
 @pytest.fixture

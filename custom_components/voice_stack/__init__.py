@@ -36,8 +36,8 @@ from .coordinator import (
 )
 from .devices import remove_stale_devices
 from .kv_probe import UnifiedKvProbe
-from .models import Coordinators, VoiceStackConfigEntry, VoiceStackData
 from .repairs import Repairs, clear_issues
+from .runtime import Coordinators, VoiceStackConfigEntry, VoiceStackData
 from .slots import SlotScheduler
 from .warm import SlotPrimer, WarmUp
 from .watcher import ServerWatcher

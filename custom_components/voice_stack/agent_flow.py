@@ -51,8 +51,8 @@ from .const import (
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
-from .errors import LlamaError, LlamaLoadingError
-from .models import VoiceStackConfigEntry
+from .errors import ModelLoadingError, ServiceError
+from .runtime import VoiceStackConfigEntry
 from .slot_offer import SlotOffer, slot_offer
 
 _INT_KEYS = (CONF_MAX_TOKENS, CONF_MAX_HISTORY)
@@ -116,9 +116,9 @@ class VoiceStackAgentFlow(ConfigSubentryFlow):
                 return self.async_update_and_abort(entry, sub, data=data)
         try:
             models = await entry.runtime_data.client.models()
-        except LlamaLoadingError:
+        except ModelLoadingError:
             return self.async_abort(reason="model_loading")
-        except LlamaError:
+        except ServiceError:
             return self.async_abort(reason="cannot_connect")
         offer = await self._offer(entry)
         options = self._current_options(offer, data)

@@ -14,7 +14,7 @@ from homeassistant.util.json import json_loads
 from .const import DOMAIN, SUBENTRY_AI_TASK
 from .devices import add_agent_entities
 from .entity import VoiceStackLLMEntity
-from .models import VoiceStackConfigEntry
+from .runtime import VoiceStackConfigEntry
 
 PARALLEL_UPDATES = 0
 

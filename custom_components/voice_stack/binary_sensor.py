@@ -17,15 +17,15 @@ from homeassistant.helpers.entity_platform import AddConfigEntryEntitiesCallback
 
 from .const import DEVICE_ASR, DEVICE_GATEWAY, DEVICE_LLM, DEVICE_PROXY, DEVICE_TTS
 from .coordinator import GatewayCoordinator, LlamaCoordinator, ProxyCoordinator
-from .data import BackendHealth
 from .devices import (
-    VoiceStackServiceEntity,
     backend_device_info,
     gateway_device_info,
     llm_device_info,
     proxy_device_info,
 )
-from .models import VoiceStackConfigEntry
+from .entity import VoiceStackServiceEntity
+from .payloads import BackendHealth
+from .runtime import VoiceStackConfigEntry
 
 # Coordinator-fed entities: no polling of their own.
 PARALLEL_UPDATES = 0

@@ -23,14 +23,9 @@ from openai import AsyncStream
 from openai.resources.chat import AsyncChat
 from openai.types.chat import ChatCompletionChunk
 
+from .client import error_from_reply
 from .const import CONNECT_TIMEOUT
-from .errors import (
-    LlamaConnectionError,
-    LlamaError,
-    LlamaStreamError,
-    LlamaTimeoutError,
-    error_from_reply,
-)
+from .errors import ReplyCutError, ServiceError, ServiceTimeoutError, ServiceUnreachableError
 
 # HA 2026.10 hands the SDK a client of the legacy httpx package, 2026.11 one of httpx2: the
 # errors raised while a stream is read come from whichever it is.
@@ -76,7 +71,7 @@ class ChatClient:
     async def stream(
         self, request: dict[str, Any], timeout_s: float
     ) -> AsyncGenerator[ChatCompletionChunk]:
-        """Chunks as they arrive; raises LlamaStreamError when the reply ends early.
+        """Chunks as they arrive; raises ReplyCutError when the reply ends early.
 
         The deadline covers only this generator's own waits: a timeout scope spanning its
         yields would cancel whatever the consumer is doing at that moment instead.
@@ -100,7 +95,7 @@ class ChatClient:
                 finished = finished or any(c.finish_reason for c in chunk.choices)
                 yield chunk
         if not finished:
-            raise LlamaStreamError("The server closed the reply early")
+            raise ReplyCutError("The server closed the reply early")
 
 
 @contextmanager
@@ -112,19 +107,19 @@ def _mapped_errors(*, replying: bool = False) -> Iterator[None]:
     """
     try:
         yield
-    except LlamaError:
+    except ServiceError:
         raise
     except _TIMEOUTS as err:
-        raise LlamaTimeoutError("Timed out waiting for the server") from err
+        raise ServiceTimeoutError("Timed out waiting for the server") from err
     except openai.APIStatusError as err:
         raise error_from_reply(err.status_code, err.body) from err
     except (openai.APIConnectionError, *_TRANSPORT) as err:
         if replying:
-            raise LlamaStreamError("The server closed the reply early") from err
-        raise LlamaConnectionError(str(err.__cause__ or err)) from err
+            raise ReplyCutError("The server closed the reply early") from err
+        raise ServiceUnreachableError(str(err.__cause__ or err)) from err
     except openai.APIError as err:  # an error event inside the stream
         raise error_from_reply(500, err.body) from err
     except ValueError as err:  # an event that is not JSON
         if not replying:
             raise
-        raise LlamaStreamError("The server sent a malformed event") from err
+        raise ReplyCutError("The server sent a malformed event") from err

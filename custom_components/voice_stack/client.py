@@ -5,10 +5,10 @@ through the openai SDK (chat.py). The flows, the coordinators and the warm-up al
 
 One transport owns what every call shares: the base URL, the key, a timeout on every call,
 no redirects followed (the key stays with the server it was given for), and the mapping of
-transport failures to the client errors (errors.py). No call is retried behind the caller's
-back, with one exception: a pooled keep-alive connection that the server already closed fails
-while the request is being written, so the request cannot have run; that single case is sent
-again on a fresh connection.
+transport failures and error statuses to the client errors (errors.py); what each status means
+is said here once. No call is retried behind the caller's back, with one exception: a pooled
+keep-alive connection that the server already closed fails while the request is being written,
+so the request cannot have run; that single case is sent again on a fresh connection.
 """
 
 from __future__ import annotations
@@ -23,27 +23,64 @@ from typing import Any, Final
 import aiohttp
 
 from .const import PROBE_TIMEOUT
-from .data import (
+from .errors import (
+    ContextFullError,
+    KeyRejectedError,
+    ModelLoadingError,
+    NotTheServiceError,
+    ServiceError,
+    ServiceResponseError,
+    ServiceTimeoutError,
+    ServiceUnreachableError,
+)
+from .payloads import (
     GatewayHealth,
     MalformedReplyError,
     ProxyStatus,
     ServerProps,
+    SlotsSummary,
     parse_gateway_health,
     parse_prometheus,
     parse_props,
     parse_proxy_status,
-)
-from .errors import (
-    LlamaConnectionError,
-    LlamaError,
-    LlamaNotServerError,
-    LlamaResponseError,
-    LlamaTimeoutError,
-    error_from_reply,
+    parse_slots,
 )
 
 # A key no proxy will hold: the proxy must refuse it just like a missing one.
 WRONG_KEY: Final = "voice-stack-probe-not-a-key"
+
+# What the servers' statuses mean, for every caller (the flows, the pollers, the warm-up).
+KEY_REJECTED: Final = frozenset({401, 403})  # the key is missing or wrong
+# llama-server: an endpoint switched off by a server flag (--no-slots, no --metrics, no
+# --slot-save-path for slot save and restore)
+SWITCHED_OFF: Final = 501
+# A proxy in front of llama-server answers these when it cannot reach it (llama-server's own
+# 503 while it loads a model says so in its body: see is_loading).
+PROXY_UNREACHABLE_STATUSES: Final = frozenset({502, 503, 504})
+PROCESS_START_HEADER: Final = "process-start-time-unix"  # of /metrics, in every build with it
+
+
+def is_loading(error: Any) -> bool:
+    """Whether an error object (`{"type": ..., "message": ...}`) says the model is loading."""
+    return isinstance(error, dict) and (
+        error.get("type") == "unavailable_error" or "loading" in str(error.get("message")).lower()
+    )
+
+
+def error_from_reply(status: int, error: Any) -> ServiceError:
+    """The exception for an error reply; `error` is the body's "error" object (or None)."""
+    message = str(error.get("message") or "") if isinstance(error, dict) else ""
+    message = message or f"HTTP {status}"
+    if status in KEY_REJECTED:
+        return KeyRejectedError(message, status=status)
+    if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
+        sizes = error.get("n_prompt_tokens"), error.get("n_ctx")
+        return ContextFullError(message, *sizes, status=status)
+    if status == 503 and is_loading(error):
+        return ModelLoadingError(message, status=status)
+    if status in PROXY_UNREACHABLE_STATUSES:
+        return ServiceUnreachableError(f"HTTP {status} from the proxy: {message}", status=status)
+    return ServiceResponseError(message, status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,15 +158,15 @@ class ServiceClient:
         try:
             resp = await self._send(call, method == "GET" if idempotent is None else idempotent)
         except TimeoutError as err:
-            raise LlamaTimeoutError("Timed out waiting for the server", url=url) from err
+            raise ServiceTimeoutError("Timed out waiting for the server", url=url) from err
         except aiohttp.ClientError as err:
-            raise LlamaConnectionError(str(err) or type(err).__name__, url=url) from err
+            raise ServiceUnreachableError(str(err) or type(err).__name__, url=url) from err
         try:
             yield resp
         except TimeoutError as err:
-            raise LlamaTimeoutError("Timed out reading the reply", url=url) from err
+            raise ServiceTimeoutError("Timed out reading the reply", url=url) from err
         except aiohttp.ClientError as err:
-            raise LlamaConnectionError(str(err) or type(err).__name__, url=url) from err
+            raise ServiceUnreachableError(str(err) or type(err).__name__, url=url) from err
         finally:
             resp.release()
 
@@ -153,22 +190,79 @@ class ServiceClient:
         return body
 
 
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What llama-server's GET /health answered, whatever its status."""
+
+    status: int
+    latency_ms: float
+    loading: bool  # up, but still loading its model (its own 503)
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    """llama-server's GET /metrics: its samples and the process it comes from."""
+
+    samples: dict[str, float]
+    started: str | None  # its Process-Start-Time-Unix header (see LlamaData.started)
+
+
 class LlamaClient(ServiceClient):
     """llama-server's own endpoints (usually through the auth proxy)."""
 
-    async def health(self) -> dict[str, Any]:
-        """GET /health (public). Raises LlamaNotServerError on a foreign reply."""
+    async def health(self) -> Health:
+        """GET /health (public), whatever it answers: its status, latency and whether the
+        model is still loading."""
+        reply = await self.get("/health", auth=False)
+        body = reply.json()
+        error = body.get("error") if isinstance(body, dict) else None
+        return Health(reply.status, reply.latency_ms, reply.status == 503 and is_loading(error))
+
+    async def check_health(self) -> None:
+        """GET /health (public): raises the error its status stands for, NotTheServiceError
+        on a reply that is not llama-server's."""
         body = await self.get_json("/health", auth=False)
         if not isinstance(body, dict) or "status" not in body:
-            raise LlamaNotServerError("/health did not answer like llama-server")
-        return body
+            raise NotTheServiceError("/health did not answer like llama-server")
 
     async def props(self) -> ServerProps:
-        """GET /props (needs the key)."""
-        body = await self.get_json("/props")
+        """GET /props (needs the key). Raises NotTheServiceError on a reply that is not
+        llama-server's."""
+        url = f"{self.url}/props"
+        reply = await self._read("/props")
+        body = reply.json() if reply is not None else None
         if not isinstance(body, dict) or "total_slots" not in body:
-            raise LlamaNotServerError("/props did not answer like llama-server")
+            raise NotTheServiceError("/props did not answer like llama-server", url=url)
         return parse_props(body)
+
+    async def slots(self) -> SlotsSummary | None:
+        """GET /slots (needs the key); None when switched off (--no-slots). Raises
+        NotTheServiceError on a reply that is not a list of slots."""
+        reply = await self._read("/slots")
+        if reply is None:
+            return None
+        try:
+            return parse_slots(reply.json())
+        except MalformedReplyError as err:
+            raise NotTheServiceError(str(err), url=f"{self.url}/slots") from err
+
+    async def metrics(self) -> Metrics | None:
+        """GET /metrics (needs the key); None when switched off (started without --metrics)."""
+        reply = await self._read("/metrics")
+        if reply is None:
+            return None
+        started = reply.headers.get(PROCESS_START_HEADER) or None
+        return Metrics(parse_prometheus(reply.text), started)
+
+    async def _read(self, path: str) -> Reply | None:
+        """GET a keyed endpoint: its 200 reply, None when a server flag switched it off;
+        any other status raises the error it stands for."""
+        reply = await self.get(path)
+        if reply.status == SWITCHED_OFF:
+            return None
+        if reply.status != 200:
+            raise _error(reply.status, reply.json(), f"{self.url}{path}")
+        return reply
 
     async def models(self) -> list[str]:
         """Model ids from GET /v1/models."""
@@ -207,7 +301,7 @@ class ProxyClient(ServiceClient):
     async def lets_through(self, key: str | None) -> bool | None:
         """Whether a guarded path answers with `key` (None: no key); None when unclear."""
         status = (await self.get("/v1/models", auth=False, key=key)).status
-        if status in (401, 403):
+        if status in KEY_REJECTED:
             return False
         if 200 <= status < 300:
             return True
@@ -218,15 +312,15 @@ class GatewayClient(ServiceClient):
     """The Voice Stack gateway's HTTP side port (no key)."""
 
     async def health(self) -> tuple[Reply, GatewayHealth]:
-        """GET /health. Raises LlamaResponseError on an error status, LlamaNotServerError on a
+        """GET /health. Raises ServiceResponseError on an error status, NotTheServiceError on a
         reply that is not the gateway's."""
         reply, url = await self.get("/health", auth=False), f"{self.url}/health"
         if reply.status != 200:
-            raise LlamaResponseError(f"HTTP {reply.status}", reply.status, url=url)
+            raise ServiceResponseError(f"HTTP {reply.status}", reply.status, url=url)
         try:
             return reply, parse_gateway_health(reply.json())
         except MalformedReplyError as err:
-            raise LlamaNotServerError("/health did not answer like the gateway", url=url) from err
+            raise NotTheServiceError("/health did not answer like the gateway", url=url) from err
 
     async def metrics(self) -> dict[str, float]:
         """The samples of GET /metrics (none when it does not answer 200)."""
@@ -241,7 +335,7 @@ def _json(text: str) -> Any:
         return None
 
 
-def _error(status: int, body: Any, url: str) -> LlamaError:
+def _error(status: int, body: Any, url: str) -> ServiceError:
     err = error_from_reply(status, body.get("error") if isinstance(body, dict) else None)
     err.url = url
     return err

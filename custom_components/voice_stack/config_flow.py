@@ -26,9 +26,9 @@ from .const import (
     SUBENTRY_AI_TASK,
     SUBENTRY_CONVERSATION,
 )
-from .data import ServerProps
-from .models import VoiceStackConfigEntry
 from .options_flow import GATEWAY_FIELD, VoiceStackOptionsFlow, gateway_options
+from .payloads import ServerProps
+from .runtime import VoiceStackConfigEntry
 from .urls import host_of, normalize_url, without_userinfo
 from .validation import (
     first_agent_slots,

@@ -13,7 +13,7 @@ from .agent import Agent
 from .const import SUBENTRY_CONVERSATION
 from .devices import add_agent_entities
 from .entity import VoiceStackLLMEntity
-from .models import VoiceStackConfigEntry
+from .runtime import VoiceStackConfigEntry
 
 PARALLEL_UPDATES = 0
 

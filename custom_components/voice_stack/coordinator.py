@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import abstractmethod
+from collections.abc import Awaitable
 from dataclasses import replace
 from datetime import timedelta
 from typing import ClassVar, Final, override
@@ -27,7 +28,7 @@ from homeassistant.core import HomeAssistant
 from homeassistant.exceptions import ConfigEntryAuthFailed
 from homeassistant.helpers.update_coordinator import DataUpdateCoordinator, UpdateFailed
 
-from .client import WRONG_KEY, GatewayClient, LlamaClient, ProxyClient, Reply, ServiceClient
+from .client import WRONG_KEY, GatewayClient, LlamaClient, Metrics, ProxyClient, ServiceClient
 from .const import (
     DEVICE_ASR,
     DEVICE_GATEWAY,
@@ -37,7 +38,9 @@ from .const import (
     DOMAIN,
     LOGGER,
 )
-from .data import (
+from .devices import update_device
+from .errors import KeyRejectedError, NotTheServiceError, ServiceError, ServiceTimeoutError
+from .payloads import (
     REQUESTS_DEFERRED,
     REQUESTS_PROCESSING,
     STT_KIND,
@@ -48,24 +51,13 @@ from .data import (
     GatewayHealth,
     LatencyTotals,
     LlamaData,
-    MalformedReplyError,
     ProxyData,
     Rates,
+    ServerProps,
     compute_rates,
     keep_last_speeds,
     latency_totals,
     mean_ms,
-    parse_prometheus,
-    parse_props,
-    parse_slots,
-)
-from .devices import update_device
-from .errors import (
-    LlamaError,
-    LlamaNotServerError,
-    LlamaResponseError,
-    LlamaTimeoutError,
-    is_loading,
 )
 from .urls import shown_url
 
@@ -88,14 +80,14 @@ def malformed(url: str, key: str = "probe_malformed") -> UpdateFailed:
     )
 
 
-def poll_failed(err: LlamaError, url: str) -> UpdateFailed:
+def poll_failed(err: ServiceError, url: str) -> UpdateFailed:
     """What a client error means for a poll (`url`: the service's, when the error has none)."""
     url = err.url or url
-    if isinstance(err, LlamaTimeoutError):
+    if isinstance(err, ServiceTimeoutError):
         key, placeholders = "probe_timeout", {"url": shown_url(url)}
-    elif isinstance(err, LlamaResponseError) and err.status is not None:
+    elif err.status is not None:  # an unexpected status (a rejected key starts reauth instead)
         return http_error(url, err.status)
-    elif isinstance(err, LlamaNotServerError):
+    elif isinstance(err, NotTheServiceError):
         return malformed(url)
     else:
         key, placeholders = "probe_failed", {"url": shown_url(url), "error": str(err)}
@@ -133,7 +125,11 @@ class VoiceStackCoordinator[DataT, ClientT: ServiceClient](DataUpdateCoordinator
         self.update_interval = RECOVERY_INTERVAL
         try:
             data = await self._poll()
-        except LlamaError as err:
+        except KeyRejectedError as err:
+            raise ConfigEntryAuthFailed(
+                translation_domain=DOMAIN, translation_key="invalid_auth_polling"
+            ) from err
+        except ServiceError as err:
             raise poll_failed(err, self.base_url) from err
         if self._ready(data):
             self.update_interval = self.interval
@@ -145,16 +141,13 @@ class VoiceStackCoordinator[DataT, ClientT: ServiceClient](DataUpdateCoordinator
 
     @abstractmethod
     async def _poll(self) -> DataT:
-        """One poll of the service; client errors are turned into UpdateFailed."""
+        """One poll of the service; client errors are turned into UpdateFailed (a rejected key
+        into ConfigEntryAuthFailed: HA starts reauth)."""
 
     @property
     def reachable(self) -> bool:
         """Whether the latest poll reached the service."""
         return self.last_update_success and self.data is not None
-
-
-_DISABLED: Final = 501  # an endpoint switched off by a server flag (--no-slots, no --metrics)
-PROCESS_START_HEADER: Final = "process-start-time-unix"  # of /metrics, in every build with it
 
 
 class LlamaCoordinator(VoiceStackCoordinator[LlamaData, LlamaClient]):
@@ -171,50 +164,40 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData, LlamaClient]):
 
     @override
     async def _poll(self) -> LlamaData:
-        url = f"{self.base_url}/health"
         try:
-            health = await self.client.get("/health", auth=False)
-        except LlamaError:
+            health = await self.client.health()
+        except ServiceError:
             self._counters = None  # whatever comes back next is a new server process
             raise
-        body = health.json()
-        if health.status == 503 and is_loading(
-            body.get("error") if isinstance(body, dict) else None
-        ):
+        if health.loading:
             self._counters = None
             return LlamaData(loading=True, latency_ms=health.latency_ms)
         if health.status != 200:
             self._counters = None
-            raise http_error(url, health.status)
+            raise http_error(f"{self.base_url}/health", health.status)
         polled_at = time.monotonic()
         props, slots, metrics = await asyncio.gather(
-            self._get("/props"), self._get("/slots"), self._get("/metrics")
+            self._parsed(self.client.props(), "props_malformed"),
+            self._parsed(self.client.slots(), "slots_malformed"),
+            self.client.metrics(),
         )
         data = LlamaData(loading=False, latency_ms=health.latency_ms, polled_at=polled_at)
         data = self._with_props(data, props)
-        data = self._with_slots(data, slots)
+        data = replace(data, slots=slots, slots_enabled=slots is not None)
         return self._with_metrics(data, metrics)
 
     @override
     def _ready(self, data: LlamaData) -> bool:
         return not data.loading
 
-    async def _get(self, path: str) -> Reply:
-        url = f"{self.base_url}{path}"
-        reply = await self.client.get(path)
-        if reply.status in (401, 403):
-            raise ConfigEntryAuthFailed(
-                translation_domain=DOMAIN, translation_key="invalid_auth_polling"
-            )
-        if reply.status not in (200, _DISABLED):
-            raise http_error(url, reply.status)
-        return reply
-
-    def _with_props(self, data: LlamaData, reply: Reply) -> LlamaData:
+    async def _parsed[T](self, read: Awaitable[T], key: str) -> T:
+        """A read whose reply is not in its endpoint's format fails the poll with `key`."""
         try:
-            props = parse_props(reply.json())
-        except MalformedReplyError as err:
-            raise malformed(f"{self.base_url}/props", "props_malformed") from err
+            return await read
+        except NotTheServiceError as err:
+            raise malformed(err.url or self.base_url, key) from err
+
+    def _with_props(self, data: LlamaData, props: ServerProps) -> LlamaData:
         previous = self.data.props if self.data else None
         if props != previous:  # a model swap or an upgrade: show it on the device
             update_device(
@@ -222,18 +205,10 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData, LlamaClient]):
             )
         return replace(data, props=props)
 
-    def _with_slots(self, data: LlamaData, reply: Reply) -> LlamaData:
-        if reply.status == _DISABLED:
-            return replace(data, slots_enabled=False)
-        try:
-            return replace(data, slots=parse_slots(reply.json()))
-        except MalformedReplyError as err:
-            raise malformed(f"{self.base_url}/slots", "slots_malformed") from err
-
-    def _with_metrics(self, data: LlamaData, reply: Reply) -> LlamaData:
-        if reply.status == _DISABLED:
+    def _with_metrics(self, data: LlamaData, metrics: Metrics | None) -> LlamaData:
+        if metrics is None:
             return replace(data, metrics_enabled=False)
-        samples = parse_prometheus(reply.text)
+        samples = metrics.samples
         counters = Counters.from_samples(samples, time.monotonic())
         rates = compute_rates(self._counters, counters) if self._counters else None
         self._counters = counters
@@ -242,7 +217,7 @@ class LlamaCoordinator(VoiceStackCoordinator[LlamaData, LlamaClient]):
         processing, deferred = samples.get(REQUESTS_PROCESSING), samples.get(REQUESTS_DEFERRED)
         return replace(
             data,
-            started=reply.headers.get(PROCESS_START_HEADER) or None,
+            started=metrics.started,
             counters=counters,
             rates=rates,
             requests_processing=int(processing) if processing is not None else None,

@@ -1,6 +1,6 @@
 """One device per service of the stack, with stable identifiers and translated names, and one
-device per agent (subentry) that its conversation or AI Task entity and speed sensors share;
-the base of the service entities, on their device as its coordinator last saw it.
+device per agent (subentry) that its conversation or AI Task entity and speed sensors share,
+and the device infos the entities are created with (as their coordinator last saw them).
 
 Device names come from translations ("Voice Stack LLM server", ...), so entity ids are
 deterministic (has_entity_name): e.g. sensor.voice_stack_llm_server_generation_speed. No
@@ -10,14 +10,12 @@ device links to a page: the proxy and llama-server want the key, which a browser
 from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers.device_registry import DeviceEntryType, DeviceInfo
-from homeassistant.helpers.entity import EntityDescription
 from homeassistant.helpers.typing import UNDEFINED
-from homeassistant.helpers.update_coordinator import CoordinatorEntity, DataUpdateCoordinator
 
 from .const import (
     CONF_MODEL,
@@ -28,7 +26,7 @@ from .const import (
     DEVICE_TTS,
     DOMAIN,
 )
-from .data import GatewayData, LlamaData, ProxyData, model_name
+from .payloads import GatewayData, LlamaData, ProxyData, model_name
 
 if TYPE_CHECKING:
     from homeassistant.config_entries import ConfigSubentry
@@ -152,25 +150,3 @@ def backend_device_info(entry: ConfigEntry, kind: str, data: GatewayData | None)
     return service_device(
         entry, kind, model=backend.models[0] if backend and backend.models else None
     )
-
-
-class VoiceStackServiceEntity[CoordinatorT: DataUpdateCoordinator[Any]](
-    CoordinatorEntity[CoordinatorT]
-):
-    """An entity of one service device, fed by that service's coordinator."""
-
-    _attr_has_entity_name = True
-
-    def __init__(
-        self,
-        coordinator: CoordinatorT,
-        entry: ConfigEntry,
-        kind: str,
-        description: EntityDescription,
-        device_info: DeviceInfo,
-    ) -> None:
-        """Bind to the coordinator; unique id = entry + device kind + key."""
-        super().__init__(coordinator)
-        self.entity_description = description
-        self._attr_unique_id = f"{entry.entry_id}_{kind}_{description.key}"
-        self._attr_device_info = device_info

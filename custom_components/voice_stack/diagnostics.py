@@ -13,7 +13,7 @@ from homeassistant.core import HomeAssistant
 
 from .const import CONF_API_KEY, CONF_GATEWAY_URL, CONF_PROMPT, CONF_URL
 from .coordinator import VoiceStackCoordinator
-from .models import VoiceStackConfigEntry
+from .runtime import VoiceStackConfigEntry
 
 # URLs can carry user:pass@ or a host name the user does not want to share; a title is named
 # after the host (the entry) or by the user (an agent).

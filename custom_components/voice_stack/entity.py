@@ -1,4 +1,6 @@
-"""Base entity for Voice Stack agents: a turn on one of the agent's slots, with a cache-stable
+"""The base entities: VoiceStackServiceEntity, an entity of one service device fed by that
+service's coordinator (the sensors, the binary sensors); VoiceStackLLMEntity, the conversation
+and AI Task entities of an agent: a turn on one of the agent's slots, with a cache-stable
 prompt, streamed into the chat log, with HA's tools."""
 
 from __future__ import annotations
@@ -9,10 +11,13 @@ from typing import Any
 
 import probatio
 from homeassistant.components import conversation
+from homeassistant.config_entries import ConfigEntry
 from homeassistant.exceptions import HomeAssistantError
 from homeassistant.helpers import llm
+from homeassistant.helpers.device_registry import DeviceInfo
 from homeassistant.helpers.dispatcher import async_dispatcher_send
-from homeassistant.helpers.entity import Entity
+from homeassistant.helpers.entity import Entity, EntityDescription
+from homeassistant.helpers.update_coordinator import CoordinatorEntity, DataUpdateCoordinator
 from homeassistant.util import dt as dt_util
 
 from .agent import Agent
@@ -26,17 +31,17 @@ from .const import (
 )
 from .devices import agent_device_info
 from .errors import (
-    LlamaAuthError,
-    LlamaConnectionError,
-    LlamaContextError,
-    LlamaLoadingError,
-    LlamaStreamError,
-    LlamaTimeoutError,
+    ContextFullError,
+    KeyRejectedError,
+    ModelLoadingError,
+    ReplyCutError,
+    ServiceTimeoutError,
+    ServiceUnreachableError,
     translate_errors,
 )
-from .models import VoiceStackConfigEntry
 from .prompt import build_messages, format_tools
 from .repairs import ContextError
+from .runtime import VoiceStackConfigEntry
 from .stream import StreamResult, transform_stream
 from .timings import Timings, parse_timings, signal_timings
 
@@ -51,6 +56,28 @@ def structured_output(
         openapi_version="3.1.0",
     )
     return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+
+
+class VoiceStackServiceEntity[CoordinatorT: DataUpdateCoordinator[Any]](
+    CoordinatorEntity[CoordinatorT]
+):
+    """An entity of one service device, fed by that service's coordinator."""
+
+    _attr_has_entity_name = True
+
+    def __init__(
+        self,
+        coordinator: CoordinatorT,
+        entry: ConfigEntry,
+        kind: str,
+        description: EntityDescription,
+        device_info: DeviceInfo,
+    ) -> None:
+        """Bind to the coordinator; unique id = entry + device kind + key."""
+        super().__init__(coordinator)
+        self.entity_description = description
+        self._attr_unique_id = f"{entry.entry_id}_{kind}_{description.key}"
+        self._attr_device_info = device_info
 
 
 class VoiceStackLLMEntity(Entity):
@@ -83,10 +110,10 @@ class VoiceStackLLMEntity(Entity):
         with translate_errors(timeout):
             try:
                 await self._on_a_slot(chat_log, extra, timeout)
-            except LlamaAuthError:
+            except KeyRejectedError:
                 self.entry.async_start_reauth(self.hass)
                 raise
-            except LlamaConnectionError, LlamaLoadingError, LlamaStreamError:
+            except ServiceUnreachableError, ModelLoadingError, ReplyCutError:
                 self._poll_now()
                 raise
         data.repairs.request_ok(self.agent)
@@ -116,13 +143,13 @@ class VoiceStackLLMEntity(Entity):
                 request = {**self.agent.request(slot), **extra}
                 try:
                     await self._tool_loop(chat_log, request, deadline)
-                except LlamaContextError as err:
+                except ContextFullError as err:
                     error = ContextError(slot, err.n_prompt_tokens, err.n_ctx, from_warm=False)
                     self.entry.runtime_data.repairs.context_error(self.agent, error)
                     raise
         except TimeoutError as err:
             if turn.expired():  # waiting for a slot, a reply or a tool took the rest of it
-                raise LlamaTimeoutError("the turn ran out of time") from err
+                raise ServiceTimeoutError("the turn ran out of time") from err
             raise HomeAssistantError(
                 translation_domain=DOMAIN, translation_key="tool_timeout"
             ) from err

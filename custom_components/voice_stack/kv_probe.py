@@ -17,8 +17,8 @@ from homeassistant.util.hass_dict import HassKey
 
 from .chat import ChatClient
 from .const import DOMAIN, LOGGER
-from .data import ServerProps
-from .errors import LlamaError
+from .errors import ServiceError
+from .payloads import ServerProps
 from .slots import SlotScheduler
 
 _SYSTEM = "Voice Stack unified KV cache probe."
@@ -46,7 +46,7 @@ async def probe_unified_kv(chat: ChatClient, slot: int, other: int) -> bool | No
         await chat.complete(_probe("alpha beta gamma delta", slot), _TIMEOUT)
         await chat.complete(_probe("other", other), _TIMEOUT)
         reply = await chat.complete(_probe("alpha beta gamma delta", slot), _TIMEOUT)
-    except LlamaError as err:
+    except ServiceError as err:
         LOGGER.debug("Unified KV probe failed: %s", err)
         return None
     timings = reply.get("timings") or {}

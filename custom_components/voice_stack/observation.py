@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .data import Counters, LlamaData
+from .payloads import Counters, LlamaData
 from .slots import SlotScheduler
 
 

@@ -1,6 +1,7 @@
 """What the stack's services report, parsed into typed data (no I/O): llama-server's /props,
 /slots and /metrics; the auth proxy's GET /proxy/status; the gateway's GET /health (JSON) and
-GET /metrics (Prometheus text), in the formats docs/architecture.md describes.
+GET /metrics (Prometheus text), in the formats docs/architecture.md describes; and what one poll
+of each service found (LlamaData, ProxyData, GatewayData), with the rates between two polls.
 """
 
 from __future__ import annotations

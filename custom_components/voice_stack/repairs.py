@@ -37,7 +37,7 @@ from .const import (
     ISSUE_UNIFIED_KV,
 )
 from .coordinator import LlamaCoordinator, ProxyCoordinator
-from .data import LlamaData, ProxyData
+from .payloads import LlamaData, ProxyData
 from .urls import without_userinfo
 
 

@@ -1,4 +1,5 @@
-"""What one loaded config entry holds: built once in async_setup_entry, complete."""
+"""What one loaded config entry holds at run time (its runtime_data): built once in
+async_setup_entry, complete."""
 
 from __future__ import annotations
 

@@ -38,9 +38,7 @@ from .const import (
     SUBENTRY_CONVERSATION,
 )
 from .coordinator import GatewayCoordinator, LlamaCoordinator, ProxyCoordinator
-from .data import GatewayData, LlamaData, ProxyData
 from .devices import (
-    VoiceStackServiceEntity,
     add_agent_entities,
     agent_device_info,
     backend_device_info,
@@ -48,7 +46,9 @@ from .devices import (
     llm_device_info,
     proxy_device_info,
 )
-from .models import VoiceStackConfigEntry
+from .entity import VoiceStackServiceEntity
+from .payloads import GatewayData, LlamaData, ProxyData
+from .runtime import VoiceStackConfigEntry
 from .timings import Timings, signal_timings
 
 TOKENS_PER_SECOND: Final = "tokens/s"

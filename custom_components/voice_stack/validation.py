@@ -11,8 +11,8 @@ from homeassistant.helpers.aiohttp_client import async_get_clientsession
 
 from .client import GatewayClient, LlamaClient, ProxyClient
 from .const import CONF_GATEWAY_URL, CONF_URL, LOGGER
-from .data import ServerProps
-from .errors import LlamaAuthError, LlamaError, LlamaLoadingError, LlamaNotServerError
+from .errors import KeyRejectedError, ModelLoadingError, NotTheServiceError, ServiceError
+from .payloads import ServerProps
 from .slot_offer import slot_offer
 from .urls import shown_url
 
@@ -40,15 +40,15 @@ async def validate_server(
         return {CONF_URL: error}, None
     client = LlamaClient(async_get_clientsession(hass), url, api_key)
     try:
-        await client.health()
+        await client.check_health()
         props = await client.props()
-    except LlamaAuthError:
+    except KeyRejectedError:
         error = "invalid_auth"
-    except LlamaNotServerError:
+    except NotTheServiceError:
         error = "not_llama_server"
-    except LlamaLoadingError:  # its own 503 (the proxy passes it on): up, not yet usable
+    except ModelLoadingError:  # its own 503 (the proxy passes it on): up, not yet usable
         error = "model_loading"
-    except LlamaError as err:
+    except ServiceError as err:
         LOGGER.debug("Cannot reach %s: %s", shown_url(url), err)
         error = "cannot_connect"
     else:
@@ -63,7 +63,7 @@ async def first_agent_slots(
     there is no Voice Stack proxy, or it reserves none (its repair then says what to change)."""
     try:
         _, status = await ProxyClient(async_get_clientsession(hass), url, api_key).status()
-    except LlamaError:
+    except ServiceError:
         return [0]
     if status is None:
         return [0]
@@ -86,7 +86,7 @@ async def validate_gateway(hass: HomeAssistant, url: str | None) -> dict[str, st
         return {CONF_GATEWAY_URL: "invalid_url"}
     try:
         await GatewayClient(async_get_clientsession(hass), url).health()
-    except LlamaError as err:
+    except ServiceError as err:
         LOGGER.debug("Gateway at %s is not usable: %s", shown_url(url), err)
         return {CONF_GATEWAY_URL: "gateway_cannot_connect"}
     return {}

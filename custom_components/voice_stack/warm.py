@@ -16,15 +16,14 @@ from typing import Final
 
 from .agent import Agent
 from .chat import ChatClient
-from .client import LlamaClient
+from .client import SWITCHED_OFF, LlamaClient
 from .const import LOGGER, WARM_TIMEOUT
-from .data import ServerProps
-from .errors import LlamaContextError, LlamaError, LlamaResponseError
+from .errors import ContextFullError, ServiceError, ServiceResponseError
 from .kv_probe import UnifiedKvProbe
+from .payloads import ServerProps
 from .repairs import ContextError, Repairs
 from .slots import SlotScheduler
 
-_NOT_CONFIGURED = 501  # llama-server without --slot-save-path
 _FIRST_RETRY_S: Final = 15.0  # about one poll
 _LAST_RETRY_S: Final = 600.0
 
@@ -46,7 +45,7 @@ class SlotPrimer:
     async def prime(self, agent: Agent, slot: int) -> int:
         """Evaluate the agent's prefix into `slot`; return the tokens it now holds.
 
-        Raises LlamaError (a LlamaContextError when the prefix does not fit the slot).
+        Raises ServiceError (a ContextFullError when the prefix does not fit the slot).
         """
         system, tools = await agent.stable_prefix()
         reply = await self._chat.complete(agent.warm_request(slot, system, tools), WARM_TIMEOUT)
@@ -67,11 +66,11 @@ class SlotPrimer:
         try:
             await self._client.slot_action(slot, action, filename)
             self.save_supported = True
-        except LlamaResponseError as err:
-            if err.status == _NOT_CONFIGURED:
+        except ServiceResponseError as err:
+            if err.status == SWITCHED_OFF:  # no --slot-save-path
                 self.save_supported = False
             LOGGER.debug("Slot %s %s failed: %s", slot, action, err)
-        except LlamaError as err:
+        except ServiceError as err:
             LOGGER.debug("Slot %s %s failed: %s", slot, action, err)
 
 
@@ -112,7 +111,7 @@ class FailureLog:
         """Nothing failed yet."""
         self._kinds: dict[str, str] = {}  # agent id -> kind of the last failure logged
 
-    def failed(self, agent: Agent, slot: int, err: LlamaError) -> None:
+    def failed(self, agent: Agent, slot: int, err: ServiceError) -> None:
         """A server error: warn when it is news."""
         if self._is_news(agent, type(err).__name__):
             LOGGER.warning(
@@ -184,12 +183,12 @@ class WarmUp:
                     await self._primer.restore(agent, slot)
                 tokens = await self._primer.prime(agent, slot)
                 await self._primer.save(agent, slot)
-            except LlamaContextError as err:
+            except ContextFullError as err:
                 error = ContextError(slot, err.n_prompt_tokens, err.n_ctx, from_warm=True)
                 self._repairs.context_error(agent, error)
                 self._log.failed(agent, slot, err)
                 return False
-            except LlamaError as err:
+            except ServiceError as err:
                 self._log.failed(agent, slot, err)
                 return False
             except Exception:  # a template or LLM API error must not stop the warm-up

@@ -16,8 +16,8 @@ from homeassistant.config_entries import ConfigEntry
 from homeassistant.core import HomeAssistant, callback
 
 from .coordinator import LlamaCoordinator
-from .data import ServerProps
 from .observation import Observation, is_new_process, observe, slots_to_warm
+from .payloads import ServerProps
 from .slots import SlotScheduler
 from .warm import WarmUp
 

@@ -1,4 +1,4 @@
-"""refresh.py: the catalog from the configuration at once, then from the backends."""
+"""catalog_service.py: the catalog from the configuration at once, then from the backends."""
 
 from __future__ import annotations
 

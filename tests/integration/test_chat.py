@@ -11,13 +11,13 @@ from homeassistant.helpers.httpx_client import get_async_client
 
 from custom_components.voice_stack.chat import ChatClient, extra
 from custom_components.voice_stack.errors import (
-    LlamaConnectionError,
-    LlamaContextError,
-    LlamaError,
-    LlamaLoadingError,
-    LlamaResponseError,
-    LlamaStreamError,
-    LlamaTimeoutError,
+    ContextFullError,
+    ModelLoadingError,
+    ReplyCutError,
+    ServiceError,
+    ServiceResponseError,
+    ServiceTimeoutError,
+    ServiceUnreachableError,
 )
 from voice_stack_dev.fakes.integration import (
     FAKE_KEY,
@@ -64,20 +64,20 @@ async def test_real_server_slot_and_timings(hass: HomeAssistant, llama_text: Lla
 @pytest.mark.parametrize(
     ("handler", "kind"),
     [
-        (status(500), LlamaResponseError),
+        (status(500), ServiceResponseError),
         (
             status(400, "exceed_context_size_error", n_prompt_tokens=5000, n_ctx=4096),
-            LlamaContextError,
+            ContextFullError,
         ),
-        (status(503, "unavailable_error"), LlamaLoadingError),
-        (status(502), LlamaConnectionError),
-        (slow(3), LlamaTimeoutError),
-        (streaming(sse(chunk({"content": "Hi"})), close_early=True), LlamaStreamError),
-        (streaming(sse(chunk({"content": "Hi"}))), LlamaStreamError),  # no finish_reason
-        (streaming(b"data: {not json\n\n"), LlamaError),
+        (status(503, "unavailable_error"), ModelLoadingError),
+        (status(502), ServiceUnreachableError),
+        (slow(3), ServiceTimeoutError),
+        (streaming(sse(chunk({"content": "Hi"})), close_early=True), ReplyCutError),
+        (streaming(sse(chunk({"content": "Hi"}))), ReplyCutError),  # no finish_reason
+        (streaming(b"data: {not json\n\n"), ServiceError),
         (
             streaming(sse(chunk({"content": "Hi"}), {"error": {"code": 500, "message": "boom"}})),
-            LlamaResponseError,
+            ServiceResponseError,
         ),
     ],
     ids=[
@@ -107,14 +107,14 @@ async def test_unreachable_and_complete_faults(hass: HomeAssistant, fake: FakeLl
     """A closed port is a connection error; a hung non-streamed call times out."""
     await fake.stop()
     chat = _client(hass, fake.url, FAKE_KEY)
-    with pytest.raises(LlamaConnectionError):
+    with pytest.raises(ServiceUnreachableError):
         await chat.complete(REQUEST, 5)
     slow_server = await FakeLlama().start()
     try:
         slow_server.overrides.clear()
         chat = _client(hass, slow_server.url, FAKE_KEY)
         slow_server.chat = slow(3)
-        with pytest.raises(LlamaTimeoutError):
+        with pytest.raises(ServiceTimeoutError):
             async for _ in chat.stream(REQUEST, 0.3):
                 pass
     finally:

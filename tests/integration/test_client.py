@@ -1,44 +1,64 @@
-"""llama-server's own endpoints: typed errors for foreign replies, one resend on a dead
-keep-alive, nothing else resent."""
+"""llama-server's own endpoints: typed reads, typed errors for foreign replies and for each
+status, one resend on a dead keep-alive, nothing else resent."""
 
 from __future__ import annotations
 
 import asyncio
-from unittest.mock import AsyncMock, MagicMock
+from unittest.mock import ANY, AsyncMock, MagicMock
 
 import aiohttp
 import pytest
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 
-from custom_components.voice_stack.client import GatewayClient, LlamaClient
+from custom_components.voice_stack.client import (
+    GatewayClient,
+    Health,
+    LlamaClient,
+    error_from_reply,
+)
 from custom_components.voice_stack.errors import (
-    LlamaAuthError,
-    LlamaConnectionError,
-    LlamaNotServerError,
-    LlamaResponseError,
+    ContextFullError,
+    KeyRejectedError,
+    ModelLoadingError,
+    NotTheServiceError,
+    ServiceError,
+    ServiceResponseError,
+    ServiceUnreachableError,
 )
 from voice_stack_dev.fakes.integration import FAKE_KEY, FakeLlama
 from voice_stack_dev.llama import LlamaServer
 
 
 async def test_real_server(hass: HomeAssistant, llama_text: LlamaServer) -> None:
-    """Health, typed props and the model list of a real server; a wrong key is refused."""
+    """Health, typed props, slots and metrics and the model list of a real server; a wrong key
+    is refused."""
     client = LlamaClient(async_get_clientsession(hass), llama_text.url, llama_text.api_key or "")
-    assert (await client.health())["status"] == "ok"
+    await client.check_health()
+    health = await client.health()
+    assert (health.status, health.loading) == (200, False)
     props = await client.props()
     assert (props.total_slots, props.model_file, props.tool_calling) == (4, "tiny-text", True)
+    slots = await client.slots()
+    assert slots is not None
+    assert slots.total == 4
+    metrics = await client.metrics()
+    assert metrics is not None
+    assert metrics.started
     assert await client.models()
-    with pytest.raises(LlamaAuthError):
+    with pytest.raises(KeyRejectedError):
         await LlamaClient(async_get_clientsession(hass), llama_text.url, "wrong").props()
 
 
 @pytest.mark.parametrize(
     ("path", "code", "body", "call", "error"),
     [
-        ("/props", 200, "[]", "props", LlamaNotServerError),
-        ("/health", 200, "<html>", "health", LlamaNotServerError),
-        ("/props", 500, "{}", "props", LlamaResponseError),
+        ("/props", 200, "[]", "props", NotTheServiceError),
+        ("/health", 200, "<html>", "check_health", NotTheServiceError),
+        ("/props", 500, "{}", "props", ServiceResponseError),
+        ("/slots", 200, '{"not": "a list"}', "slots", NotTheServiceError),
+        ("/metrics", 401, "{}", "metrics", KeyRejectedError),
+        ("/slots", 502, "", "slots", ServiceUnreachableError),
     ],
 )
 async def test_foreign_replies(
@@ -64,8 +84,45 @@ async def test_lenient_model_list_and_slot_action(hass: HomeAssistant, fake: Fak
     assert await client.models() == []
     assert await client.slot_action(1, "save", "f.bin") == {"ok": True}
     await fake.stop()
-    with pytest.raises(LlamaConnectionError):
+    with pytest.raises(ServiceUnreachableError):
         await client.health()
+
+
+async def test_what_a_poll_reads(hass: HomeAssistant, fake: FakeLlama) -> None:
+    """/health says loading or ready whatever its status; endpoints a server flag switched off
+    (501) are None; an error status stays on the error."""
+    client = LlamaClient(async_get_clientsession(hass), fake.url, FAKE_KEY)
+    fake.overrides["/health"] = (503, '{"error": {"message": "Loading model"}}')
+    health = await client.health()
+    assert (health.status, health.loading) == (503, True)
+    fake.overrides["/health"] = (503, "{}")
+    assert (await client.health()).loading is False
+    fake.overrides["/slots"] = (501, '{"error": {"message": "This server does not support"}}')
+    fake.overrides["/metrics"] = (501, "{}")
+    assert (await client.slots(), await client.metrics()) == (None, None)
+    fake.overrides["/metrics"] = (500, "{}")
+    with pytest.raises(ServiceResponseError) as raised:
+        await client.metrics()
+    assert (raised.value.status, raised.value.url) == (500, f"{fake.url}/metrics")
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "kind"),
+    [
+        (401, None, KeyRejectedError),
+        (403, {"message": "no"}, KeyRejectedError),
+        (400, {"type": "exceed_context_size_error", "n_ctx": 9}, ContextFullError),
+        (503, {"type": "unavailable_error", "message": "Loading model"}, ModelLoadingError),
+        (502, None, ServiceUnreachableError),  # the proxy cannot reach llama-server
+        (503, {"message": "Service Unavailable"}, ServiceUnreachableError),
+        (504, None, ServiceUnreachableError),
+        (500, {"message": "boom"}, ServiceResponseError),
+    ],
+)
+def test_error_from_reply(status: int, error: object, kind: type[ServiceError]) -> None:
+    """Each status (and llama-server's error type) has its own exception, which keeps it."""
+    err = error_from_reply(status, error)
+    assert (type(err), err.status) == (kind, status)
 
 
 async def test_closed_keepalive_is_resent_once() -> None:
@@ -77,14 +134,14 @@ async def test_closed_keepalive_is_resent_once() -> None:
         side_effect=[aiohttp.ClientConnectionResetError("closing transport"), ok]
     )
     client = LlamaClient(session, "http://x", "")
-    assert await client.health() == {"status": "ok"}
+    assert await client.health() == Health(200, ANY, loading=False)
     assert session.request.await_count == 2
 
     session.request = AsyncMock(side_effect=[aiohttp.ServerDisconnectedError(), ok])
     assert await client.slot_action(0, "save", "f.bin") == {"status": "ok"}
     assert session.request.await_count == 2  # saving a slot twice is harmless: resent
     session.request = AsyncMock(side_effect=[aiohttp.ServerDisconnectedError(), ok])
-    with pytest.raises(LlamaConnectionError, match="disconnected"):
+    with pytest.raises(ServiceUnreachableError, match="disconnected"):
         # a request that may have run is not resent
         await client._request("POST", "/x", timeout_s=1).__aenter__()
     assert session.request.await_count == 1

@@ -32,7 +32,7 @@ from custom_components.voice_stack.const import (
     DOMAIN,
     LAYOUT_HA_DEFAULT,
 )
-from custom_components.voice_stack.errors import LlamaConnectionError
+from custom_components.voice_stack.errors import ServiceUnreachableError
 from custom_components.voice_stack.timings import Timings, signal_timings
 from tests.integration.conftest import Server
 from tests.integration.helpers import (
@@ -234,7 +234,7 @@ class TestTinyText:
         working = chat.stream
 
         def failing(request: dict[str, Any], timeout_s: float) -> Any:
-            raise LlamaConnectionError("Cannot reach the server")
+            raise ServiceUnreachableError("Cannot reach the server")
 
         cid = (await _say(hass, entry, "hello")).conversation_id  # HA keeps only a log that
         chat.stream = failing  # answered once: a failed first turn is dropped with its log

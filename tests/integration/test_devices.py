@@ -10,7 +10,7 @@ from homeassistant.helpers import device_registry as dr
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
 from custom_components.voice_stack.const import CONF_MODEL, DOMAIN
-from custom_components.voice_stack.data import model_name
+from custom_components.voice_stack.payloads import model_name
 from tests.integration.helpers import agent
 
 

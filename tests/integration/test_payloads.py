@@ -1,4 +1,4 @@
-"""What the stack reports, parsed (data.py): Prometheus text, counter rates, /slots, /props,
+"""What the stack reports, parsed (payloads.py): Prometheus text, counter rates, /slots, /props,
 /proxy/status, the gateway's /health and /metrics."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from custom_components.voice_stack.data import (
+from custom_components.voice_stack.payloads import (
     PREDICTED_TOKENS,
     PROMPT_TOKENS,
     Counters,

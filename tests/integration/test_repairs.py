@@ -24,7 +24,7 @@ from custom_components.voice_stack.const import (
     CONF_SLOTS,
     DOMAIN,
 )
-from custom_components.voice_stack.data import (
+from custom_components.voice_stack.payloads import (
     LlamaData,
     ProxyData,
     ProxyStatus,

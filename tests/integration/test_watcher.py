@@ -24,18 +24,18 @@ from custom_components.voice_stack.const import (
     REASONING_DISABLED,
 )
 from custom_components.voice_stack.coordinator import RECOVERY_INTERVAL
-from custom_components.voice_stack.data import (
-    Counters,
-    LlamaData,
-    ServerProps,
-    SlotInfo,
-    SlotsSummary,
-)
 from custom_components.voice_stack.observation import (
     Observation,
     is_new_process,
     observe,
     slots_to_warm,
+)
+from custom_components.voice_stack.payloads import (
+    Counters,
+    LlamaData,
+    ServerProps,
+    SlotInfo,
+    SlotsSummary,
 )
 from custom_components.voice_stack.slots import SlotScheduler
 from tests.integration.conftest import RealLlama

@@ -14,6 +14,7 @@ from wyoming.event import async_write_event
 
 from . import __version__
 from .admission import Address, Admission, Refused, address_of, allowed
+from .catalog_service import CatalogService
 from .client_log import ClientLog
 from .config import Settings
 from .connection import Connection
@@ -23,7 +24,6 @@ from .heap import HeapTrimmer, glibc_trim
 from .http_side import build_app
 from .metrics import Kind, Metrics
 from .protocol import MAX_HEADER
-from .refresh import CatalogService
 from .session import SessionContext, SttOptions, TtsOptions
 from .upstream import Backend, Timeouts
 

@@ -12,10 +12,10 @@ from typing import Any, Protocol
 
 from wyoming.event import Event
 
+from .catalog_service import CatalogService
 from .config import Settings
 from .errors import INTERNAL, GatewayError
 from .metrics import Kind, Metrics
-from .refresh import CatalogService
 from .upstream import Backend
 
 _LOGGER = logging.getLogger(__name__)

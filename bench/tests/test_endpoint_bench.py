@@ -16,11 +16,10 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.demo_process import run_stopping_cleanly
 from voice_stack_bench.endpoint.corpus import load_corpus, normalize
 from voice_stack_dev.paths import REPO, venv_bin
 from voice_stack_dev.speech_asr import DEFAULT_DELAY_MS, HOW, MODES
-
-from .demo_process import run_stopping_cleanly
 
 BENCH = REPO / "bench" / "endpoint_bench.py"
 LIMIT_S = 6 * 60
