@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import pytest
 from homeassistant.components import conversation
+from homeassistant.components.conversation.chat_log import ChatLog
+from homeassistant.core import HomeAssistant
 from homeassistant.helpers import llm
 
-from custom_components.voice_stack.prompt import VolatileContext, split_system_prompt, trim_turns
+from custom_components.voice_stack.const import LAYOUT_HA_DEFAULT
+from custom_components.voice_stack.prompt import (
+    VolatileContext,
+    build_messages,
+    split_system_prompt,
+    trim_turns,
+)
 from tests.integration.helpers import AREA
 
 
@@ -69,3 +77,33 @@ def test_volatile_context_is_remembered_per_message() -> None:
     for n in range(70):
         ctx.for_turn(f"other{n}", 1, "x")
     assert ctx.for_turn("c", 11, "") == {}  # evicted after 64 newer conversations
+
+
+@pytest.mark.parametrize(
+    ("reply", "then", "sent"),
+    [
+        ("Error: Cannot reach the server", "user", ""),  # HA's own text for a failed turn
+        ("(no response)", "end", ""),  # the log's last turn
+        ("Error: ...", "tool call", "Error: ..."),  # mid-turn: the model's own words
+        ("It is 5 pm.", "user", "It is 5 pm."),
+    ],
+)
+def test_only_the_failure_text_ha_writes_is_sent_empty(
+    hass: HomeAssistant, reply: str, then: str, sent: str
+) -> None:
+    """HA 2026.11 ends a failed turn with "Error: ..." or "(no response)": sent empty. A real
+    reply, or such text before more of the same turn, is sent as it is."""
+    log = ChatLog(hass, "c1")
+    log.content += [
+        conversation.UserContent("what time is it"),
+        conversation.AssistantContent("a", reply),
+    ]
+    if then == "tool call":
+        call = llm.ToolInput(tool_name="t", tool_args={}, id="c")
+        log.content.append(conversation.AssistantContent("a", None, tool_calls=[call]))
+    elif then == "user":
+        log.content.append(conversation.UserContent("again"))
+    messages = build_messages(
+        log, layout=LAYOUT_HA_DEFAULT, max_turns=0, volatile_context=VolatileContext()
+    )
+    assert messages[2] == {"role": "assistant", "content": sent}
