@@ -87,6 +87,7 @@ def test_own_vad_settings() -> None:
         ({"STT_EARLY_PAUSE_MS": "0"}, "needs early transcription and the end of turn"),
         ({"STT_ENDPOINT_MS": "0"}, "needs early transcription and the end of turn"),
         ({"STT_INCOMPLETE_HOLD_MS": "300"}, r"\(300\) must be at least --stt-endpoint-ms \(400\)"),
+        ({"GATEWAY_STT_MAX_SECONDS": "10"}, r"15 s cap: --stt-max-seconds \(10\) must be at least"),
     ],
 )
 def test_own_vad_needs_the_end_of_turn(env: dict[str, str], message: str) -> None:

@@ -14,6 +14,7 @@ from .flags import FLAGS, ZEROCONF_NAME, build_parser
 
 __all__ = ["FLAGS", "Settings", "parse_settings", "split_list"]
 
+HA_CAP_MS = 15_000  # HA's VoiceCommandSegmenter.timeout_seconds: the longest turn it streams
 _BOOL_TRUE = {"1", "true", "yes", "on"}
 _BOOL_FALSE = {"", "0", "false", "no", "off"}
 
@@ -108,6 +109,12 @@ def _check_own_vad(ns: argparse.Namespace) -> None:
         raise SystemExit(
             f"voice-stack-gateway: --stt-incomplete-hold-ms ({hold}) must be at least"
             f" --stt-endpoint-ms ({endpoint})"
+        )
+    longest = _positive("--stt-max-seconds", ns.stt_max_seconds, float)
+    if longest * 1000 < HA_CAP_MS:  # a long turn would end in audio-too-long, not at the cap
+        raise SystemExit(
+            f"voice-stack-gateway: --stt-own-vad ends a turn at Home Assistant's"
+            f" {HA_CAP_MS // 1000} s cap: --stt-max-seconds ({longest:g}) must be at least that"
         )
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from ..config import HA_CAP_MS
 from ..metrics import EndedBy
 from .complete import TABLES, Verdict, language_of
 from .early import MIN_SPEECH_MS
 
-CAP_MS = 15_000  # HA's VoiceCommandSegmenter.timeout_seconds
+CAP_MS = HA_CAP_MS
 HA_HOLD_MS = 700  # its silence_seconds by default (VadSensitivity.DEFAULT)
 NO_PAUSE = "no pause after speech"
 
