@@ -22,7 +22,8 @@ _BUCKETS_MS = (5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.
 class Kind(StrEnum):
     """What a request, a latency or an error belongs to (the `kind` label)."""
 
-    STT = "stt"  # audio-stop to the final transcript
+    STT = "stt"  # audio-stop (or the gateway's own VAD's end) to the final transcript
+    STT_TURN = "stt_turn"  # a turn the gateway ended on its words: end of speech to transcript
     TTS = "tts"  # synthesize to the first audio
     TTS_STREAM = "tts_stream"  # the first sentence sent to the TTS server to the first audio
     PROGRAM = "select-program"
@@ -136,7 +137,8 @@ class Metrics:
         self.started = time.monotonic()
         self.active_sessions = 0
         self.requests = dict.fromkeys(REQUEST_KINDS, 0)
-        self.latency = {kind: Histogram() for kind in REQUEST_KINDS}  # to first result/audio
+        # to the first result or audio; a turn the gateway ended has no audio-stop to time from
+        self.latency = {kind: Histogram() for kind in (*REQUEST_KINDS, Kind.STT_TURN)}
         self.errors: dict[tuple[Kind, str], int] = {}  # (kind, code)
         self.early = dict.fromkeys(EarlyResult, 0)
         self.turn_end = dict.fromkeys(EndedBy, 0)
@@ -214,7 +216,9 @@ class Metrics:
             *_header(
                 "gateway_latency_seconds",
                 "histogram",
-                "Time to first audio (tts, tts_stream) or from audio-stop to the transcript (stt).",
+                "Time to first audio (tts, tts_stream), from audio-stop to the transcript (stt),"
+                " or, for a turn the gateway ended on its words, from the end of speech (the last"
+                " speech frame, in audio time) to the transcript (stt_turn).",
             ),
         ]
         for kind, hist in self.latency.items():

@@ -36,11 +36,17 @@ async def at_stop(
 
 
 async def early(
-    ctx: SessionContext, sink: Sink, utterance: Utterance, transcription: Transcription
+    ctx: SessionContext,
+    sink: Sink,
+    utterance: Utterance,
+    transcription: Transcription,
+    pause_ms: int,
 ) -> None:
-    """The gateway ended the turn: the early transcript is the answer (there is no audio-stop
-    to time from: the STT latency is counted from this decision)."""
-    await send(ctx, sink, utterance, transcription, time.perf_counter())
+    """The gateway ended the turn on its words: the early transcript is the answer. There is no
+    audio-stop to time from: its latency (`stt_turn`) runs from the end of speech, `pause_ms` of
+    audio before this decision."""
+    ended = time.perf_counter() - pause_ms / 1000
+    await send(ctx, sink, utterance, transcription, ended, timed=Kind.STT_TURN)
 
 
 async def silence(sink: Sink, utterance: Utterance) -> None:
@@ -88,6 +94,8 @@ async def send(
     utterance: Utterance,
     transcription: Transcription,
     stopped: float,
+    *,
+    timed: Kind = Kind.STT,
 ) -> None:
     language = utterance.language
     sent_start = False
@@ -99,7 +107,7 @@ async def send(
             if text:
                 await sink.send(TranscriptChunk(text=text).event())
             continue
-        ctx.metrics.latency[Kind.STT].observe((time.perf_counter() - stopped) * 1000)
+        ctx.metrics.latency[timed].observe((time.perf_counter() - stopped) * 1000)
         await sink.send(Transcript(text=text.strip(), language=language).event())
     if sent_start:
         await sink.send(TranscriptStop().event())

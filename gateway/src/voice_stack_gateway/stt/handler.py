@@ -175,21 +175,26 @@ class SttHandler:
         metrics.turn_end[decision.by] += 1
         who = "the gateway" if decision.by is EndedBy.GATEWAY else "the gateway's own VAD"
         _LOGGER.debug("Turn ended by %s before audio-stop: %s", who, decision.why)
-        transcription = None
+        transcription, pause_ms = None, 0
         if decision.answer is Answer.EARLY:
             assert turn.early is not None
+            pause_ms = turn.early.pause_ms  # the end of speech, in audio before this decision
             transcription = turn.early.take()  # the answer's now: the turn no longer drops it
             metrics.early[EarlyResult.HIT] += 1
             _LOGGER.debug("STT answered by early transcription %d", turn.early.cuts)
-        self.jobs.start(Kind.STT, self._answer(turn, decision.answer, transcription))
+        self.jobs.start(Kind.STT, self._answer(turn, decision.answer, transcription, pause_ms))
 
     async def _answer(
-        self, turn: Turn, how: Answer, transcription: Transcription | None = None
+        self,
+        turn: Turn,
+        how: Answer,
+        transcription: Transcription | None = None,
+        pause_ms: int = 0,
     ) -> None:
         """The job that answers a turn, then lets go of it."""
         try:
             if transcription is not None:
-                await answer.early(self.ctx, self.sink, turn.utterance, transcription)
+                await answer.early(self.ctx, self.sink, turn.utterance, transcription, pause_ms)
             elif how is Answer.SILENCE:
                 await answer.silence(self.sink, turn.utterance)
             else:
