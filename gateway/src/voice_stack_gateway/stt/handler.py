@@ -1,7 +1,7 @@
 """A connection's speech-to-text requests. Each utterance is a `Turn`: its audio (utterance.py),
 its early requests (early.py) and what is known of it. After every chunk and every early
 result the handler asks `decide` (turn.py) what to do, and is the only code that acts on the
-answer: wait (and say why, for the log at audio-stop), or end the turn before audio-stop with the
+answer: wait (audio-stop's log line asks it why), or end the turn before audio-stop with the
 early transcript, as at audio-stop, or with an empty transcript (answer.py). What the client
 still sends for a turn that has ended is ignored."""
 
@@ -21,7 +21,7 @@ from . import answer
 from .complete import Verdict, judge
 from .early import EarlyTranscription
 from .transcription import Transcription
-from .turn import NO_PAUSE, Answer, End, Happening, Heard, Phase, Rules, decide
+from .turn import Answer, End, Happening, Heard, Phase, Rules, decide
 from .utterance import Utterance
 
 _LOGGER = logging.getLogger(__name__)
@@ -36,7 +36,6 @@ class Turn:
     early: EarlyTranscription | None
     rules: Rules | None
     phase: Phase = Phase.LISTENING
-    why: str = NO_PAUSE  # the last decision's reason to wait
     ignored_bytes: int = 0  # audio the client sent after the gateway ended the turn
     watchers: set[asyncio.Task[None]] = field(default_factory=set)
     _watched: Transcription | None = None
@@ -157,7 +156,6 @@ class SttHandler:
         if isinstance(decision, End):
             self._end(turn, decision)
             return
-        turn.why = decision.why
         if (request := turn.unwatched()) is not None:
             task = asyncio.create_task(self._watch(turn, request), name="stt turn end")
             turn.watchers.add(task)
