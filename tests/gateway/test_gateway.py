@@ -5,6 +5,7 @@ when it stops."""
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import aiohttp
 import pytest
@@ -182,3 +183,16 @@ async def test_only_the_allowed_networks_are_served(
         async with aiohttp.ClientSession(connector=connector) as session, session.get(url) as resp:
             assert resp.status == status, host
     assert gw.metrics.refused == {("wyoming", "not_allowed"): 1, ("http", "not_allowed"): 1}
+
+
+async def test_a_stopped_gateway_leaves_no_filter_on_the_http_log(
+    fake_speech: FakeSpeech, make_gateway: GatewayFactory
+) -> None:
+    """aiohttp's server log goes through the gateway's log budget while it runs, and only then
+    (a process that starts many, as this suite does, would pile the filters up)."""
+    log = logging.getLogger("voice_stack_gateway.http")
+    before = list(log.filters)
+    gw = await make_gateway(fake_speech.url)
+    assert len(log.filters) == len(before) + 1
+    await gw.stop()
+    assert log.filters == before

@@ -57,8 +57,9 @@ class Gateway:
         self._advertiser: Advertiser | None = None
         self.admission = Admission(s.allow, s.max_connections, s.max_connections_per_host)
         self.client_log = ClientLog()
+        # aiohttp's server logs there; the filter (this gateway's) is removed again at stop
         self._http_log = logging.getLogger("voice_stack_gateway.http")
-        self._http_log.addFilter(self.client_log.budget_filter())
+        self._http_filter = self.client_log.budget_filter()
         self.connections: set[Connection] = set()
         self._serving: set[asyncio.Task[Any]] = set()  # the connections' own tasks
         self.heap = HeapTrimmer(glibc_trim())
@@ -92,6 +93,7 @@ class Gateway:
         self._http = web.AppRunner(
             app, access_log=None, keepalive_timeout=idle, logger=self._http_log
         )
+        self._http_log.addFilter(self._http_filter)
         await self._http.setup()
         site = web.TCPSite(self._http, host, port)
         await site.start()
@@ -183,6 +185,7 @@ class Gateway:
         await self.catalog.stop()
         if self._http is not None:
             await self._http.cleanup()
+            self._http_log.removeFilter(self._http_filter)
         await asyncio.gather(self.stt.close(), self.tts.close())
         if self._server is not None:
             with contextlib.suppress(asyncio.TimeoutError):
