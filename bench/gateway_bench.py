@@ -32,7 +32,7 @@ from voice_stack_bench.stats import overhead, summary, summary_with_blocks
 from voice_stack_dev.fakes.speech import held_ms, start_fake_speech, tag_text
 from voice_stack_dev.gateway import start_wyoming_openai
 from voice_stack_dev.paths import venv_bin
-from voice_stack_dev.procs import Service, free_port
+from voice_stack_dev.procs import Service, free_port, rss_mb
 from voice_stack_dev.wavs import wav
 
 TEXT = "Turn on the kitchen light please."
@@ -46,13 +46,6 @@ HUNG_LIMIT_S = 20.0
 # connections or collecting garbage (wyoming-openai's GC passes take up to 50 ms), and on a
 # 2-core machine that would be charged to whoever goes next.
 SETTLE_S = 0.25
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
 
 
 # --- clients -------------------------------------------------------------------------------------

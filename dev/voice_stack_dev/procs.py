@@ -189,6 +189,19 @@ def _members(pgid: int) -> Iterator[tuple[Path, list[str]]]:
         yield entry, links
 
 
+def _rss_kb(status: str) -> int | None:
+    """VmRSS from a /proc/PID/status text (None where the kernel gives none: a zombie)."""
+    return next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None
+    )
+
+
+def rss_mb(pid: int) -> float:
+    """One process's resident memory in MB (NaN where the kernel gives none). Linux only."""
+    kb = _rss_kb(Path(f"/proc/{pid}/status").read_text())
+    return float("nan") if kb is None else round(kb / 1024, 1)
+
+
 def group_usage(pgid: int) -> Usage | None:
     """Summed over every process in the group (a Service starts one: nginx's master and its
     workers, a server and its children); None when none is left. Linux only."""
@@ -199,9 +212,7 @@ def group_usage(pgid: int) -> Usage | None:
         except OSError:
             continue
         pids.append(int(entry.name))
-        rss += next(
-            (int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0
-        )
+        rss += _rss_kb(status) or 0
         fds += len(links)
         sockets += sum(link.startswith("socket:") for link in links)
     return Usage(tuple(sorted(pids)), rss, fds, sockets) if pids else None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from voice_stack_bench.stats import median_p90
+from voice_stack_dev.procs import rss_mb
 
 from .attack import Outcome, Target, run_case
 from .cases import Case
@@ -23,13 +24,6 @@ class Gateway:
     target: Target
     pid: int
     log: Path  # its log file: the lines a bad client made it write are counted there
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
 
 
 async def _sample(pid: int, stop: asyncio.Event, into: list[float]) -> None:
