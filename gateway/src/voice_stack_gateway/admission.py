@@ -68,9 +68,13 @@ class Admission:
         self._per_host = per_host
         self._open: Counter[str] = Counter()
 
+    def allows(self, address: Address | None) -> bool:
+        """Whether `address` is inside the allowed networks (both ports ask this)."""
+        return allowed(address, self.networks)
+
     def admit(self, address: Address | None) -> Refused | None:
         """None and the connection is counted (release it when it ends), or why it is not."""
-        if not allowed(address, self.networks):
+        if not self.allows(address):
             return Refused.NOT_ALLOWED
         if self._open.total() >= self._total:
             return Refused.LIMIT

@@ -13,7 +13,7 @@ from aiohttp import web
 from wyoming.event import async_write_event
 
 from . import __version__
-from .admission import Address, Admission, Refused, address_of, allowed
+from .admission import Address, Admission, Refused, address_of
 from .catalog_service import CatalogService
 from .client_log import ClientLog
 from .config import Settings
@@ -100,7 +100,7 @@ class Gateway:
         self.http_port = int(self._http.addresses[0][1])
 
     def _http_allowed(self, remote: str | None) -> bool:
-        if allowed(address_of(remote), self.settings.allow):
+        if self.admission.allows(address_of(remote)):
             return True
         self.metrics.refuse("http", Refused.NOT_ALLOWED)
         self.client_log.mistake(str(remote), "HTTP request from %s refused: not allowed", remote)
