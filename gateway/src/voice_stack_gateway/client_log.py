@@ -24,7 +24,7 @@ class ClientLog:
         self._hosts = hosts
         # per host: (tokens left, when they were counted, lines left out since the last one)
         self._budget: OrderedDict[str, tuple[float, float, int]] = OrderedDict()
-        self.written = 0  # lines written, and left out (the fuzzer reads both)
+        self.written = 0  # lines written, and left out (what the budget did, for the tests)
         self.left_out = 0
 
     def budget_filter(self) -> logging.Filter:
