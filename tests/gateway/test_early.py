@@ -31,6 +31,10 @@ LOUD, QUIET = b"\xff\x7f" * (FRAME_BYTES // 2), bytes(FRAME_BYTES)
 class Scripted:
     """Frames are speech when they hold any sound: the detector's counting, without a VAD's say."""
 
+    too_noisy = False
+    noise_dbfs = -90.0
+    snr_db: float | None = None
+
     def is_speech(self, frame: bytes) -> bool:
         return any(frame)
 
@@ -356,3 +360,12 @@ async def test_a_client_leaving_while_audio_stop_waits_cancels_everything_upstre
     await wait_for(lambda: gw.metrics.active_sessions == 0)
     left = [t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith(("stt", "tts"))]
     assert left == []
+
+
+def test_too_noisy_makes_no_cut() -> None:
+    """When the detector cannot tell a pause from the room's noise, no request is spent on it."""
+    frames = Scripted()
+    frames.too_noisy = True
+    d = PauseDetector(300, frames)
+    assert signals(d, (LOUD, 20), (QUIET, 30)) == []
+    assert d.too_noisy

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator
 
 import pytest
@@ -18,6 +19,7 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
 from wyoming.ping import Ping
 
+from voice_stack_bench.room.scene import in_room
 from voice_stack_dev.fakes.speech import FakeSpeech
 from voice_stack_dev.procs import Service
 from voice_stack_gateway.gateway import Gateway
@@ -250,3 +252,31 @@ async def test_a_streaming_model_streams_the_early_answer(
         "transcript-stop:",
     ]
     assert turn_end(gw) == {"gateway": 1, "client": 0}
+
+
+async def test_too_noisy_a_room_is_left_to_the_client(
+    phrases: dict[str, bytes],
+    worded: Worded,
+    make_gateway: GatewayFactory,
+    client: Clients,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A fan as loud as the voice: no early request is spent on pauses that may be noise, the
+    client's audio-stop ends the turn, and the log and /metrics say why."""
+    caplog.set_level(logging.DEBUG, "voice_stack_gateway")
+    audio, _last = in_room(
+        "Turn on the kitchen light.", phrases["light"], "living/hvac@2", 300, 3000
+    )
+    gw = await make_gateway(worded.url)
+    worded.texts = ["Turn on the kitchen light."]
+    async with client(gw) as c:
+        await start(c, audio)
+        await fed(c)
+        await c.send(AudioStop().event())
+        assert texts(await c.read_until("transcript")) == ["transcript:Turn on the kitchen light."]
+    assert len(worded.requests) == 1  # the whole audio, after audio-stop
+    assert turn_end(gw) == {"gateway": 0, "client": 1}
+    assert early(gw) == {"hit": 0, "miss": 1, "wasted": 0}
+    assert re.search(r"Turn left to the client's audio-stop: too noisy to judge pauses \(speech "
+                     r"-?\d+\.\d dB over noise at -\d+\.\d dBFS\)", caplog.text)  # fmt: skip
+    assert "gateway_stt_too_noisy_total 1" in gw.metrics.prometheus()

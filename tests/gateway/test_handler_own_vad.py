@@ -11,6 +11,7 @@ import logging
 import pytest
 from wyoming.audio import AudioChunk, AudioStop
 
+from voice_stack_bench.room.scene import in_room
 from voice_stack_dev.wavs import tone
 from voice_stack_gateway.gateway import Gateway
 from voice_stack_gateway.metrics import Kind
@@ -125,3 +126,22 @@ async def test_a_streaming_model_streams_the_empty_transcript(
         await start(c, silence(CAP_MS / 1000))
         events = await c.read_until("transcript-stop")
     assert texts(events) == ["transcript-start:", "transcript:", "transcript-stop:"]
+
+
+async def test_a_room_with_a_fan_ends_on_the_words_not_the_cap(
+    phrases: dict[str, bytes],  # noqa: F811
+    worded: Worded,  # noqa: F811
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    """The request in a living room with a fan 20 dB below the voice (issue 34): before
+    2026-12-03 the detector never saw a pause there, and every turn ran to the 15 s cap."""
+    audio, _last = in_room(
+        "Turn on the kitchen light.", phrases["light"], "living/hvac@20", 300, 4000
+    )
+    gw = await own_gateway(make_gateway, worded)
+    worded.texts = ["Turn on the kitchen light."]
+    async with client(gw) as c:
+        await start(c, audio)  # no audio-stop, ever; the fan goes on to the end
+        assert texts(await c.read_until("transcript")) == ["transcript:Turn on the kitchen light."]
+    assert turn_end(gw) == {"gateway": 1, "client": 0}

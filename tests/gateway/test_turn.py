@@ -32,6 +32,7 @@ LIGHT = "Turn on the kitchen light."
 BUSY = "the answer to an earlier request was still being sent"
 CANNOT = f"'Turn on the' does not read complete: {judge('Turn on the', 'en').why}"
 DIM = "Dim the lights in there."
+NOISY = "speech 4.0 dB over noise at -33.0 dBFS"
 
 
 def back(words: str, **known: Any) -> Heard:
@@ -79,6 +80,8 @@ WORDS: list[tuple[str, Rules, Heard, Happening, Decision]] = [
      pause_ms=400), AUDIO, End(Answer.EARLY, EndedBy.GATEWAY, "a 400 ms pause (>= 400 ms),"
      " 'Dim the lights in the dining room.': " + judge("Dim the lights in the dining room.",
      "en").why)),
+    ("too noisy: left to the client", CLIENT, back(LIGHT, pause_ms=800, noisy=NOISY), AUDIO,
+     Wait(f"too noisy to judge pauses ({NOISY})")),
     ("weak, one tier", ONE_TIER, back("Remind me too.", pause_ms=380), AUDIO,
      Wait("'Remind me too.' reads complete, but the pause was 380 ms")),
     ("weak, one tier at the endpoint", ONE_TIER, back("Remind me too.", pause_ms=400), AUDIO,
@@ -89,6 +92,9 @@ WORDS: list[tuple[str, Rules, Heard, Happening, Decision]] = [
 OWN_VAD: list[tuple[str, Rules, Heard, Happening, Decision]] = [
     ("complete words end at the endpoint as before", OWN, back(LIGHT, pause_ms=400), AUDIO,
      light_ends(400)),
+    ("too noisy: own VAD still holds", OWN, back(LIGHT, pause_ms=1300, noisy=NOISY), AUDIO,
+     End(Answer.AS_AT_STOP, EndedBy.HOLD, "a 1300 ms pause (>= the 1300 ms hold), and too noisy"
+         f" to judge pauses ({NOISY})")),
     ("other words, before the hold", OWN, back("Turn on the", pause_ms=1280), AUDIO,
      Wait(CANNOT)),
     ("other words, at the hold", OWN, back("Turn on the", pause_ms=1300), AUDIO,

@@ -142,6 +142,7 @@ class Metrics:
         self.errors: dict[tuple[Kind, str], int] = {}  # (kind, code)
         self.early = dict.fromkeys(EarlyResult, 0)
         self.turn_end = dict.fromkeys(EndedBy, 0)
+        self.too_noisy = 0  # turns the room was too noisy for the gateway to judge pauses in
         self.refused: dict[tuple[str, str], int] = {}  # (port, reason): admission.Refused
         self.stt_backend = BackendState(public_url(stt_url))  # URLs as shown: no credentials
         self.tts_backend = BackendState(public_url(tts_url), voices=[])
@@ -213,6 +214,14 @@ class Metrics:
                 " client's audio-stop (client).",
             ),
             *(f'gateway_stt_turn_end_total{{by="{b}"}} {v}' for b, v in self.turn_end.items()),
+            *_header(
+                "gateway_stt_too_noisy_total",
+                "counter",
+                "Turns whose speech stood too little above the room's noise for the gateway to"
+                " judge pauses: no early transcription, the end of turn left to the client's"
+                " audio-stop (with its own VAD, to the hold and the cap).",
+            ),
+            f"gateway_stt_too_noisy_total {self.too_noisy}",
             *_header(
                 "gateway_latency_seconds",
                 "histogram",

@@ -32,6 +32,16 @@ class Frames(Protocol):
     def is_speech(self, frame: bytes) -> bool:
         """Whether one 20 ms frame of 16 kHz 16-bit mono audio holds speech."""
 
+    @property
+    def too_noisy(self) -> bool:
+        """Whether the speech stands too little above the room's noise to judge pauses."""
+
+    @property
+    def noise_dbfs(self) -> float: ...
+
+    @property
+    def snr_db(self) -> float | None: ...
+
 
 class PauseDetector:
     """Turns 16 kHz 16-bit mono audio into cut / resumed signals, by counting frames."""
@@ -50,6 +60,15 @@ class PauseDetector:
     @property
     def speech_after_cut(self) -> bool:
         return self._after_cut > 0
+
+    @property
+    def noise(self) -> Frames:
+        """The detector's measure of the room: its noise level, the speech over it."""
+        return self._frames
+
+    @property
+    def too_noisy(self) -> bool:
+        return self._frames.too_noisy
 
     @property
     def pause_ms(self) -> int:
@@ -94,7 +113,8 @@ class PauseDetector:
             return Signal.RESUMED if self._after_cut == RESUME_MS // FRAME_MS else None
         self._quiet += 1
         enough = self._speech * FRAME_MS >= MIN_SPEECH_MS
-        if self.armed and enough and self._quiet >= self._pause_frames:
+        # too noisy: a pause may be noise taken for speech ending; no request is wasted on it
+        if self.armed and enough and self._quiet >= self._pause_frames and not self.too_noisy:
             self.armed = False
             self._cut = True
             self._after_cut = 0
@@ -139,6 +159,10 @@ class EarlyTranscription:
     @property
     def speech_after_cut(self) -> bool:
         return self._detector.speech_after_cut
+
+    @property
+    def noise(self) -> Frames:
+        return self._detector.noise
 
     @property
     def audio_ms(self) -> int:

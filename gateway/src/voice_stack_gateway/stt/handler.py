@@ -52,7 +52,7 @@ class Turn:
         self.phase = Phase.LISTENING if current is None else Phase.CUT
         known = Heard(
             early.audio_ms, early.speech_ms, early.pause_ms, early.cuts, early.speech_after_cut,
-            busy=busy,
+            busy=busy, noisy=self.noisy(),
         )  # fmt: skip
         if current is None:
             return known
@@ -60,6 +60,13 @@ class Turn:
             return replace(known, early="failed" if current.done else "pending")
         words = current.text.strip()
         return replace(known, early="back", words=words, verdict=self._judge(current, words))
+
+    def noisy(self) -> str | None:
+        """The room's measure when it is too noisy to judge pauses; None otherwise."""
+        if self.early is None or not self.early.noise.too_noisy:
+            return None
+        noise = self.early.noise
+        return f"speech {noise.snr_db or 0:.1f} dB over noise at {noise.noise_dbfs:.1f} dBFS"
 
     def _judge(self, transcription: Transcription, words: str) -> Verdict:
         """Each early transcript is judged once."""
@@ -171,6 +178,7 @@ class SttHandler:
         turn.phase = Phase.ENDED
         metrics.requests[Kind.STT] += 1
         metrics.turn_end[decision.by] += 1
+        metrics.too_noisy += turn.noisy() is not None
         who = "the gateway" if decision.by is EndedBy.GATEWAY else "the gateway's own VAD"
         _LOGGER.debug("Turn ended by %s before audio-stop: %s", who, decision.why)
         transcription, pause_ms = None, 0
@@ -215,6 +223,7 @@ class SttHandler:
         if turn.rules is not None:
             left = decide(turn.rules, turn.heard(self.jobs.busy), Happening.AUDIO_STOP)
             self.ctx.metrics.turn_end[EndedBy.CLIENT] += 1
+            self.ctx.metrics.too_noisy += turn.noisy() is not None
             _LOGGER.debug("Turn left to the client's audio-stop: %s", left.why)
         turn.phase = Phase.ANSWERED
         self.ctx.metrics.requests[Kind.STT] += 1

