@@ -1,7 +1,8 @@
 """One client per server of the stack over HA's aiohttp session: llama-server's own endpoints
-(/health, /props, /slots, /metrics, /v1/models, slot save and restore), the auth proxy
-(/proxy/status and its key check) and the gateway (/health, /metrics). Chat completions go
-through the openai SDK (chat.py). The flows, the coordinators and the warm-up all use these.
+(/health, /props, /slots, /metrics, /v1/models, slot save and restore, and whether the URL
+reaches Ollama instead), the auth proxy (/proxy/status and its key check) and the gateway
+(/health, /metrics). Chat completions go through the openai SDK (chat.py). The flows, the
+coordinators and the warm-up all use these.
 
 One transport owns what every call shares: the base URL, the key, a timeout on every call,
 no redirects followed (the key stays with the server it was given for), and the mapping of
@@ -58,6 +59,8 @@ SWITCHED_OFF: Final = 501
 # 503 while it loads a model says so in its body: see is_loading).
 PROXY_UNREACHABLE_STATUSES: Final = frozenset({502, 503, 504})
 PROCESS_START_HEADER: Final = "process-start-time-unix"  # of /metrics, in every build with it
+# Ollama's GET / answers this (plain text); its GET /api/version answers {"version": "..."}.
+OLLAMA_BANNER: Final = "Ollama is running"
 
 
 def is_loading(error: Any) -> bool:
@@ -224,6 +227,25 @@ class LlamaClient(ServiceClient):
         body = await self.get_json("/health", auth=False)
         if not isinstance(body, dict) or "status" not in body:
             raise NotTheServiceError("/health did not answer like llama-server")
+
+    async def is_ollama(self) -> bool:
+        """Whether the URL reaches Ollama instead (its default port, 11434, is the auth proxy's
+        too): its root says so, or its /api/version answers as Ollama's does. Asked only of a
+        server that answered, but not like llama-server; False when unsure."""
+        try:
+            root = await self.get("/", auth=False)
+            if root.status == 200 and root.text.strip() == OLLAMA_BANNER:
+                return True
+            reply = await self.get("/api/version", auth=False)
+        except ServiceError:
+            return False
+        body = reply.json()
+        return (
+            reply.status == 200
+            and isinstance(body, dict)
+            and set(body) == {"version"}
+            and isinstance(body["version"], str)
+        )
 
     async def props(self) -> ServerProps:
         """GET /props (needs the key). Raises NotTheServiceError on a reply that is not

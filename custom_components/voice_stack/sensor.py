@@ -1,10 +1,10 @@
 """Speed and load sensors: per agent (pushed after every reply) and per service (polled), and
 what each shows: one description type per data source, every field written out.
 
-Two kinds of speed figures, named apart on purpose: an agent's "Reply speed" and the
+Two kinds of tokens/s figures, named apart on purpose: an agent's "Reply speed" and the
 server's "Generation speed" are tokens per second *while generating*; the server's
-"Generation load" and "Prompt load" are tokens per wall-clock second over the last poll,
-idle time included, i.e. how busy the server is.
+"Generation throughput" and "Prompt throughput" are tokens per wall-clock second over the last
+poll, idle time included, i.e. how much the server got through, not how fast it writes.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ LLAMA_SENSORS: Final[tuple[LlamaSensorDescription, ...]] = (
     ),
     LlamaSensorDescription(
         key="generation_throughput",
-        translation_key="generation_load",
+        translation_key="generation_throughput",
         native_unit_of_measurement=TOKENS_PER_SECOND,
         state_class=SensorStateClass.MEASUREMENT,
         suggested_display_precision=1,
@@ -158,7 +158,7 @@ LLAMA_SENSORS: Final[tuple[LlamaSensorDescription, ...]] = (
     ),
     LlamaSensorDescription(
         key="prompt_throughput",
-        translation_key="prompt_load",
+        translation_key="prompt_throughput",
         native_unit_of_measurement=TOKENS_PER_SECOND,
         state_class=SensorStateClass.MEASUREMENT,
         suggested_display_precision=1,

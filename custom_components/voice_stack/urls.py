@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from typing import Final
 from urllib.parse import urlsplit
+
+# The OpenAI API's prefix. OpenAI clients (Home Assistant's own llama_cpp integration among them)
+# are given the base URL with it, e.g. http://gpu-box:11434/v1; llama-server's own endpoints
+# (/health, /props, /slots, /metrics) and the proxy's /proxy/status are at the root.
+OPENAI_PREFIX: Final = "/v1"
 
 
 def normalize_url(url: str) -> str:
-    """Canonical base URL: scheme and host lower case (not user:pass@), no trailing slash."""
+    """Canonical base URL: scheme and host lower case (not user:pass@), no trailing slash and
+    no trailing /v1 (the endpoints are at the root; the chat client adds /v1 itself)."""
     parts = urlsplit(url.strip())
     userinfo, at, host = parts.netloc.rpartition("@")
     path = parts.path.rstrip("/")
+    if path.lower().endswith(OPENAI_PREFIX):
+        path = path[: -len(OPENAI_PREFIX)].rstrip("/")
     return f"{parts.scheme.lower()}://{userinfo}{at}{host.lower()}{path}"
 
 

@@ -11,7 +11,13 @@ from homeassistant.helpers.aiohttp_client import async_get_clientsession
 
 from .client import GatewayClient, LlamaClient, ProxyClient
 from .const import CONF_GATEWAY_URL, CONF_URL, LOGGER
-from .errors import KeyRejectedError, ModelLoadingError, NotTheServiceError, ServiceError
+from .errors import (
+    KeyRejectedError,
+    ModelLoadingError,
+    NotTheServiceError,
+    ServiceError,
+    ServiceResponseError,
+)
 from .payloads import ServerProps
 from .slot_offer import slot_offer
 from .urls import shown_url
@@ -44,16 +50,28 @@ async def validate_server(
         props = await client.props()
     except KeyRejectedError:
         error = "invalid_auth"
-    except NotTheServiceError:
-        error = "not_llama_server"
     except ModelLoadingError:  # its own 503 (the proxy passes it on): up, not yet usable
         error = "model_loading"
+    except (NotTheServiceError, ServiceResponseError) as err:  # it answered, not as llama-server
+        error = await _not_llama_server(client, err)
     except ServiceError as err:
         LOGGER.debug("Cannot reach %s: %s", shown_url(url), err)
         error = "cannot_connect"
     else:
         return {}, props
     return {"base": error}, None
+
+
+async def _not_llama_server(client: LlamaClient, err: ServiceError) -> str:
+    """The form error for a server that answered, but not like llama-server. Ollama is named:
+    it listens on 11434 too, the auth proxy's default port, so a URL typed for the proxy
+    reaches it on a host that runs both."""
+    if await client.is_ollama():
+        return "ollama_server"
+    if isinstance(err, NotTheServiceError):
+        return "not_llama_server"
+    LOGGER.debug("Cannot use %s: %s", shown_url(client.url), err)
+    return "cannot_connect"
 
 
 async def first_agent_slots(

@@ -82,7 +82,7 @@ async def _not_reporting(ha: HomeAssistantClient, device_id: str) -> list[str]:
 def test_dashboard_shows_every_figure_and_no_empty_chart(page: Page, demo: Demo) -> None:
     visit(page, "/voice-stack/voice-stack")
     expect(page.get_by_text("Voice agent, latest reply", exact=True)).to_be_visible()
-    expect(page.get_by_text("Tokens written per second").first).to_be_visible()  # a chart legend
+    expect(page.get_by_text("Generation throughput").first).to_be_visible()  # a chart legend
     expect(page.get_by_text("Connected").first).to_be_visible()
     shot = shoot(page, "dashboard")
     assert page.get_by_text("No statistics found").count() == 0, shot

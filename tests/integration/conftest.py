@@ -31,7 +31,7 @@ from custom_components.voice_stack.const import (
 )
 from tests.integration.helpers import agent, setup_entry, stack_entry
 from tests.integration.live_stack import LiveStack, run_live_stack
-from voice_stack_dev.fakes.integration import FAKE_KEY, FakeGateway, FakeLlama
+from voice_stack_dev.fakes.integration import FAKE_KEY, FakeGateway, FakeLlama, FakeOllama
 from voice_stack_dev.llama import LlamaServer, llama_argv
 from voice_stack_dev.procs import free_port, http_status
 
@@ -152,6 +152,14 @@ async def fake() -> AsyncIterator[FakeLlama]:
 async def fake_gateway() -> AsyncIterator[FakeGateway]:
     """A fake gateway /health and /metrics with fixed figures."""
     server = await FakeGateway().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def fake_ollama() -> AsyncIterator[FakeOllama]:
+    """Ollama's identifying replies (the entry flow names it), stopped after the test."""
+    server = await FakeOllama().start()
     yield server
     await server.stop()
 

@@ -12,6 +12,7 @@ from homeassistant.components.recorder import Recorder, history
 from homeassistant.const import STATE_OFF, STATE_ON, STATE_UNAVAILABLE, STATE_UNKNOWN, Platform
 from homeassistant.core import HomeAssistant
 from homeassistant.helpers import entity_registry as er
+from homeassistant.helpers.translation import async_get_translations
 from homeassistant.util import dt as dt_util
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 from pytest_homeassistant_custom_component.components.recorder.common import (
@@ -19,6 +20,7 @@ from pytest_homeassistant_custom_component.components.recorder.common import (
 )
 from syrupy.assertion import SnapshotAssertion
 
+from custom_components.voice_stack.const import DOMAIN
 from tests.integration.helpers import entities_snapshot, poll, setup_entry, stack_entry
 from tests.integration.live_stack import LiveStack, wait_gateway
 from voice_stack_dev.fakes.integration import FakeGateway, FakeLlama
@@ -52,6 +54,19 @@ class TestFakes:
         self, hass: HomeAssistant, init_integration: MockConfigEntry, snapshot: SnapshotAssertion
     ) -> None:
         assert entities_snapshot(hass, init_integration, "binary_sensor") == snapshot
+
+    async def test_the_key_check_reads_no_or_yes(
+        self, hass: HomeAssistant, init_integration: MockConfigEntry, fake: FakeLlama
+    ) -> None:
+        """The state reads "No" or "Yes", not the problem class's "OK" or "Problem": it
+        answers the entity's name, "Accepts requests without key" (the frontend takes an
+        entity's own state translation first)."""
+        strings = await async_get_translations(hass, "en", "entity", {DOMAIN})
+        shown = f"component.{DOMAIN}.entity.binary_sensor.accepts_requests_without_key.state"
+        assert (_state(hass, OPEN), strings[f"{shown}.off"]) == (STATE_OFF, "No")
+        fake.key = None  # a proxy that lets any request through
+        await poll(hass, init_integration)
+        assert (_state(hass, OPEN), strings[f"{shown}.on"]) == (STATE_ON, "Yes")
 
     async def test_loading_server_and_unprobed_backend(
         self,

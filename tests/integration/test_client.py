@@ -26,7 +26,7 @@ from custom_components.voice_stack.errors import (
     ServiceResponseError,
     ServiceUnreachableError,
 )
-from voice_stack_dev.fakes.integration import FAKE_KEY, FakeLlama
+from voice_stack_dev.fakes.integration import FAKE_KEY, FakeLlama, FakeOllama
 from voice_stack_dev.llama import LlamaServer
 
 
@@ -46,8 +46,26 @@ async def test_real_server(hass: HomeAssistant, llama_text: LlamaServer) -> None
     assert metrics is not None
     assert metrics.started
     assert await client.models()
+    assert not await client.is_ollama()  # its root is its web UI, it has no /api/version
     with pytest.raises(KeyRejectedError):
         await LlamaClient(async_get_clientsession(hass), llama_text.url, "wrong").props()
+
+
+async def test_is_ollama(
+    hass: HomeAssistant,
+    fake_ollama: FakeOllama,
+    fake: FakeLlama,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ollama is told by its root's banner, or by its /api/version when something else serves
+    its root; a server that does not answer the question in time is not taken for it."""
+    session = async_get_clientsession(hass)
+    assert await LlamaClient(session, fake_ollama.url, "k").is_ollama()
+    fake_ollama.banner = None
+    assert await LlamaClient(session, fake_ollama.url, "k").is_ollama()
+    monkeypatch.setattr("custom_components.voice_stack.client.PROBE_TIMEOUT", 0.1)
+    fake.delays["/"] = 1.0
+    assert not await LlamaClient(session, fake.url, FAKE_KEY).is_ollama()
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from homeassistant.config_entries import SOURCE_USER, ConfigEntryState
+from homeassistant.config_entries import SOURCE_RECONFIGURE, SOURCE_USER, ConfigEntryState
 from homeassistant.core import HomeAssistant
 from homeassistant.data_entry_flow import FlowResultType
+from homeassistant.helpers.translation import async_get_translations
 from homeassistant.setup import async_setup_component
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
@@ -24,7 +25,7 @@ from custom_components.voice_stack.const import (
 )
 from tests.integration.conftest import LoadingLlama
 from tests.integration.helpers import agent, issues, stack_entry
-from voice_stack_dev.fakes.integration import FAKE_KEY, FakeLlama
+from voice_stack_dev.fakes.integration import FAKE_KEY, FakeLlama, FakeOllama
 from voice_stack_dev.llama import LlamaServer
 from voice_stack_dev.nginx import start_proxy
 from voice_stack_dev.procs import free_port
@@ -66,6 +67,47 @@ async def test_user_flow_creates_server_and_agent(
     again = await _user_flow(hass, llama_text.url, llama_text.api_key or "")
     assert again["type"] is FlowResultType.ABORT
     assert again["reason"] == "already_configured"
+
+
+async def test_a_url_ending_in_v1_is_the_server_s_root(
+    hass: HomeAssistant, llama_text: LlamaServer
+) -> None:
+    """The base URL as an OpenAI client takes it (Home Assistant's llama_cpp integration writes
+    http://gpu-box:11434/v1) is saved and probed without /v1: llama-server's /props is at the
+    root. The same URL with /v1/ is the same server; reconfigure drops /v1 too."""
+    result = await _user_flow(hass, f"{llama_text.url}/v1", llama_text.api_key or "")
+    assert result["type"] is FlowResultType.CREATE_ENTRY, result.get("errors")
+    entry = result["result"]
+    assert entry.data[CONF_URL] == llama_text.url
+    again = await _user_flow(hass, f"{llama_text.url}/V1//", llama_text.api_key or "")
+    assert (again["type"], again["reason"]) == (FlowResultType.ABORT, "already_configured")
+    await hass.async_block_till_done()
+
+    result = await hass.config_entries.flow.async_init(
+        DOMAIN, context={"source": SOURCE_RECONFIGURE, "entry_id": entry.entry_id}
+    )
+    result = await hass.config_entries.flow.async_configure(
+        result["flow_id"], {CONF_URL: f"{llama_text.url}/v1/", CONF_API_KEY: llama_text.api_key}
+    )
+    assert (result["type"], result["reason"]) == (FlowResultType.ABORT, "reconfigure_successful")
+    assert entry.data[CONF_URL] == llama_text.url
+    await hass.async_block_till_done()
+    assert entry.state is ConfigEntryState.LOADED
+
+
+async def test_ollama_is_named(hass: HomeAssistant, fake_ollama: FakeOllama) -> None:
+    """A URL that reaches Ollama (its default port is the auth proxy's, 11434) is refused with
+    a message that says so and names the proxy's port setting, not "Failed to connect"; with
+    /v1, as Ollama's OpenAI clients write it, too."""
+    for url in (fake_ollama.url, f"{fake_ollama.url}/v1"):
+        result = await _user_flow(hass, url, "some-key")
+        assert result["type"] is FlowResultType.FORM
+        assert result["errors"] == {"base": "ollama_server"}
+    message = (await async_get_translations(hass, "en", "config", {DOMAIN}))[
+        f"component.{DOMAIN}.config.error.ollama_server"
+    ]
+    assert "Ollama" in message
+    assert "LLM_PROXY_PORT" in message
 
 
 async def test_the_first_agent_takes_a_slot_the_proxy_reserves(

@@ -200,6 +200,22 @@ async def test_speech_times_follow_the_gateway_s_own_requests(
     assert gateway.data.stt_ms == pytest.approx(50.0)
 
 
+async def test_transcription_time_is_after_audio_stop_only(
+    hass: HomeAssistant, init_integration: MockConfigEntry, fake_gateway: FakeGateway
+) -> None:
+    """The turns the gateway ends itself (`stt_turn`, timed from the end of speech, with no
+    audio-stop) stay out of the transcription time: it is what Home Assistant waited after
+    audio-stop."""
+    gateway = init_integration.runtime_data.coordinators.gateway
+    assert gateway is not None
+    fake_gateway.latency = {"stt_turn": (0.004, 4)}
+    await poll(hass, init_integration)
+    assert gateway.data.stt_ms is None
+    fake_gateway.latency = {"stt": (0.8, 2), "stt_turn": (0.012, 12)}
+    await poll(hass, init_integration)
+    assert gateway.data.stt_ms == pytest.approx(400.0)
+
+
 async def test_broken_replies(
     hass: HomeAssistant, init_integration: MockConfigEntry, fake_gateway: FakeGateway
 ) -> None:

@@ -264,6 +264,27 @@ def test_entity_device_issue_and_exception_strings(strings: dict[str, Any]) -> N
     assert raised <= set(strings["exceptions"]), raised - set(strings["exceptions"])
 
 
+def _table_column(section: str, column: int) -> str:
+    """One column of the tables of a markdown section, its cells joined."""
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("|")]
+    return "\n".join(row[column].strip() for row in rows if not row[0].startswith("---"))
+
+
+def test_sensors_doc_names_every_entity_and_device(strings: dict[str, Any]) -> None:
+    """docs/sensors.md names each entity and each device as Home Assistant shows them."""
+    intro, rest = (REPO / "docs" / "sensors.md").read_text().split("\n## What each number means")
+    entities = _table_column(rest.split("\n## ", 1)[0], 1)
+    named = [
+        entity["name"]
+        for platform in ("sensor", "binary_sensor")
+        for entity in strings["entity"][platform].values()
+    ]
+    assert [name for name in named if name not in entities] == []
+    assert "Connectivity" in entities  # named by its device class
+    devices = _table_column(intro, 0)
+    assert [d["name"] for d in strings["device"].values() if d["name"] not in devices] == []
+
+
 def test_icons_match_entity_translations(strings: dict[str, Any]) -> None:
     icons = _json(INTEGRATION / "icons.json")["entity"]
     for platform, entries in icons.items():

@@ -15,6 +15,7 @@ from freezegun.api import FrozenDateTimeFactory
 from homeassistant.components import conversation
 from homeassistant.const import STATE_UNKNOWN, Platform
 from homeassistant.core import Context, HomeAssistant, State
+from homeassistant.helpers import device_registry as dr
 from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import restore_state as rs
 from homeassistant.helpers.dispatcher import async_dispatcher_send
@@ -130,7 +131,7 @@ async def test_figures_wait_for_data(
     hass: HomeAssistant, init_integration: MockConfigEntry
 ) -> None:
     """Before a second scrape there is no rate; before a speech request no speech time."""
-    assert hass.states.get(f"{SERVER}_generation_load").state == STATE_UNKNOWN  # type: ignore[union-attr]
+    assert hass.states.get(f"{SERVER}_generation_throughput").state == STATE_UNKNOWN  # type: ignore[union-attr]
     assert (
         hass.states.get("sensor.voice_stack_speech_to_text_transcription_time").state
         == STATE_UNKNOWN
@@ -139,15 +140,17 @@ async def test_figures_wait_for_data(
 
 
 class TestLiveStack:
-    """The real stack, through the real proxy, with the gateway."""
+    """The real stack, through the real proxy, with the gateway (or without it)."""
 
-    async def _setup(self, hass: HomeAssistant, live_stack: LiveStack) -> MockConfigEntry:
+    async def _setup(
+        self, hass: HomeAssistant, live_stack: LiveStack, *, gateway: bool = True
+    ) -> MockConfigEntry:
         entry = stack_entry(
             hass,
             live_stack.proxy.url,
             live_stack.agent_key,
             agent(0, title=DEFAULT_CONVERSATION_NAME),
-            options={"gateway_url": live_stack.gateway.url},
+            options={"gateway_url": live_stack.gateway.url} if gateway else {},
         )
         await setup_entry(hass, entry)
         return entry
@@ -166,9 +169,10 @@ class TestLiveStack:
         for key in ("reply_speed", "prompt_processing_speed", "time_to_first_token"):
             assert float(hass.states.get(f"{AGENT}_{key}").state) > 0, key  # type: ignore[union-attr]
         await poll(hass, entry)
-        for key in ("generation_load", "prompt_load", "generation_speed", "kv_cache_use"):
+        figures = ("generation_throughput", "prompt_throughput", "generation_speed", "kv_cache_use")
+        for key in figures:
             assert float(hass.states.get(f"{SERVER}_{key}").state) > 0, key  # type: ignore[union-attr]
-        load = hass.states.get(f"{SERVER}_generation_load")
+        load = hass.states.get(f"{SERVER}_generation_throughput")
         assert load is not None
         assert (load.attributes["unit_of_measurement"], load.attributes["state_class"]) == (
             "tokens/s",
@@ -188,11 +192,85 @@ class TestLiveStack:
         for entity_id in referenced:
             assert hass.states.get(entity_id) is not None, f"{entity_id} is disabled by default"
 
+    async def test_dashboard_without_a_gateway_shows_no_gateway_entity(
+        self, hass: HomeAssistant, live_stack: LiveStack
+    ) -> None:
+        """No gateway URL, no gateway entities: every card or row that names one is behind a
+        condition that the missing entity fails, so the dashboard shows only entities that
+        exist (the frontend takes a missing entity's state as "unavailable")."""
+        entry = await self._setup(hass, live_stack, gateway=False)
+        registry = er.async_get(hass)
+        created = {e.entity_id for e in er.async_entries_for_config_entry(registry, entry.entry_id)}
+        assert not {e for e in created if "gateway" in e or "speech" in e}
+        shown = _dashboard_entities(yaml.safe_load(DASHBOARD.read_text()), exists=created)
+        assert "sensor.voice_stack_llm_server_status" in shown
+        assert shown <= created, sorted(shown - created)
 
-def _dashboard_entities(node: Any) -> set[str]:
-    """Every entity id the dashboard YAML mentions, wherever it sits in the cards."""
+    async def test_dashboard_labels_name_each_figure_as_its_entity_does(
+        self, hass: HomeAssistant, live_stack: LiveStack
+    ) -> None:
+        """A label says the entity's own name (a connectivity sensor: its device's), or the
+        card's title does: one name for one figure in the dashboard, the entities and
+        docs/sensors.md."""
+        entry = await self._setup(hass, live_stack)
+        entities, devices = er.async_get(hass), dr.async_get(hass)
+        mismatched = []
+        for entity_id, label, title in _dashboard_labels(yaml.safe_load(DASHBOARD.read_text())):
+            found = entities.async_get(entity_id)
+            assert found is not None, entity_id
+            assert found.config_entry_id == entry.entry_id
+            name = found.original_name or ""
+            if found.translation_key is None:  # named by its device class: the row names the device
+                device = devices.async_get(found.device_id or "")
+                assert device is not None
+                assert device.name is not None
+                name = device.name.removeprefix("Voice Stack ")
+            if name.lower() not in f"{label} {title or ''}".lower():
+                mismatched.append(f"{entity_id} ({name}): {label!r} in {title!r}")
+        assert mismatched == []
+
+
+def _dashboard_entities(node: Any, exists: set[str] | None = None) -> set[str]:
+    """Every entity id the dashboard YAML mentions, wherever it sits in the cards; with
+    `exists`, only those of the cards and rows that can show: a condition on an entity that
+    does not exist is evaluated as the frontend does (its state is "unavailable")."""
     if isinstance(node, dict):
-        return set().union(*(_dashboard_entities(v) for v in node.values()))
+        if exists is not None and "conditions" in node:
+            if not all(_may_hold(c, exists) for c in node["conditions"]):
+                return set()
+            node = {k: v for k, v in node.items() if k != "conditions"}
+        return set().union(*(_dashboard_entities(v, exists) for v in node.values()))
     if isinstance(node, list):
-        return set().union(*(_dashboard_entities(v) for v in node))
+        return set().union(*(_dashboard_entities(v, exists) for v in node))
     return {node} if isinstance(node, str) and ENTITY_ID.match(node) else set()
+
+
+def _may_hold(condition: dict[str, Any], exists: set[str]) -> bool:
+    """Whether a conditional card's state condition can hold (any state, for an entity that
+    exists; "unavailable" for one that does not)."""
+    assert condition.get("condition", "state") == "state", condition
+    if condition["entity"] in exists:
+        return True
+    if "state" in condition:
+        return "unavailable" in _listed(condition["state"])
+    return "unavailable" not in _listed(condition["state_not"])
+
+
+def _listed(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else value
+
+
+def _dashboard_labels(node: Any, title: str | None = None) -> list[tuple[str, str, str | None]]:
+    """(entity id, label, title of the card it is in) for every entity the dashboard labels."""
+    if isinstance(node, list):
+        return [found for item in node for found in _dashboard_labels(item, title)]
+    if not isinstance(node, dict):
+        return []
+    title = node.get("title", title)
+    found = []
+    if isinstance(node.get("entity"), str) and "name" in node:
+        found.append((node["entity"], str(node["name"]), title))
+    for key, value in node.items():
+        if key != "conditions":
+            found += _dashboard_labels(value, title)
+    return found

@@ -1,6 +1,6 @@
 """The fakes of the servers the integration talks to (tests/integration), one per kind of server:
 only for what a real server cannot be made to do on demand (faults, malformed replies, fixed
-figures for deterministic snapshots)."""
+figures for deterministic snapshots), and Ollama, the foreign server the entry flow names."""
 
 from __future__ import annotations
 
@@ -278,6 +278,34 @@ class FakeGateway(FakeServer):
                 f'gateway_latency_seconds_count{{kind="{kind}"}} {count}',
             ]
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain")
+
+
+class FakeOllama(FakeServer):
+    """Ollama (not provisioned: the flow only has to tell it apart) as the entry flow meets it:
+    its root's banner, GET /api/version, and Go's plain-text 404 on every other path, /health and
+    /props included."""
+
+    def __init__(self) -> None:
+        """Ollama 0.12 answering on its own."""
+        super().__init__()
+        self.banner: str | None = "Ollama is running"  # None: a front end serves / itself
+
+    def routes(self, app: web.Application) -> None:
+        """/, /api/version, and 404 for the rest."""
+        app.router.add_get("/", self._root)
+        app.router.add_get("/api/version", self._version)
+        app.router.add_route("*", "/{tail:.*}", self._not_found)
+
+    async def _root(self, request: web.Request) -> web.Response:
+        if self.banner is None:
+            return await self._not_found(request)
+        return web.Response(text=self.banner, content_type="text/plain")
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": "0.12.6"})
+
+    async def _not_found(self, request: web.Request) -> web.Response:
+        return web.Response(status=404, text="404 page not found", content_type="text/plain")
 
 
 class ForwardingProxy(FakeServer):
