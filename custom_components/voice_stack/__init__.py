@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+import re
+from collections.abc import Iterable
+from typing import Any, Final, cast
 
 import openai
 from homeassistant.config_entries import ConfigEntry
 from homeassistant.const import Platform
-from homeassistant.core import HomeAssistant
+from homeassistant.core import HomeAssistant, callback, split_entity_id
 from homeassistant.exceptions import ConfigEntryNotReady
+from homeassistant.helpers import device_registry as dr
+from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers.aiohttp_client import async_get_clientsession
 from homeassistant.helpers.httpx_client import get_async_client
+from homeassistant.util import slugify
 
 from .agent import Agent
 from .chat import ChatClient
@@ -22,6 +27,7 @@ from .const import (
     CONF_SLOT,
     CONF_SLOTS,
     CONF_URL,
+    DEVICE_LLM,
     DOMAIN,
     GATEWAY_DEVICES,
     LOGGER,
@@ -158,7 +164,9 @@ async def async_remove_entry(hass: HomeAssistant, entry: VoiceStackConfigEntry) 
 
 async def async_migrate_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
     """1.1 -> 1.2: an agent's one `slot` number becomes its pool `slots`; 1.2 -> 1.3: the URL
-    is no longer the unique id (entries have none; the flow refuses a duplicate URL).
+    is no longer the unique id (entries have none; the flow refuses a duplicate URL); 1.3 ->
+    1.4: the LLM server's "Generation load" and "Prompt load" sensors, now "... throughput",
+    get the entity ids a new install gives them, unless the user chose theirs.
 
     HA itself refuses an entry of a higher major version; a higher minor one is compatible.
     """
@@ -173,4 +181,58 @@ async def async_migrate_entry(hass: HomeAssistant, entry: ConfigEntry) -> bool:
     if entry.minor_version < 3:
         hass.config_entries.async_update_entry(entry, unique_id=None, minor_version=3)
         LOGGER.debug("Migrated %s to version 1.3 (no URL as unique id)", entry.title)
+    if entry.minor_version < 4:
+        _rename_throughput_entity_ids(hass, entry)
+        hass.config_entries.async_update_entry(entry, minor_version=4)
+        LOGGER.debug("Migrated %s to version 1.4 (throughput sensors' entity ids)", entry.title)
     return True
+
+
+# The LLM server sensors renamed in 1.4: (key in the unique id, object id of the old name, of
+# the new one).
+_RENAMED_SENSORS: Final = (
+    ("generation_throughput", "generation_load", "generation_throughput"),
+    ("prompt_throughput", "prompt_load", "prompt_throughput"),
+)
+# What HA appends to an entity id that was taken when it made it (a second entry's _2).
+_TAKEN_SUFFIX: Final = re.compile(r"(_(?:[2-9]|[1-9]\d+))?")
+
+
+@callback
+def _rename_throughput_entity_ids(hass: HomeAssistant, entry: ConfigEntry) -> None:
+    """Rename the entry's two throughput sensors (found by unique id, which does not change)
+    from the entity id HA made of their old name to the one it makes of the new: only an id
+    still exactly as HA made it (device name + old name, with HA's _2, _3 if it was taken) and
+    only to a free id. The recorder follows the rename, so history and statistics stay."""
+    entities = er.async_get(hass)
+    devices = dr.async_get(hass)
+    for key, old, new in _RENAMED_SENSORS:
+        unique_id = f"{entry.entry_id}_{DEVICE_LLM}_{key}"
+        entity_id = entities.async_get_entity_id(Platform.SENSOR, DOMAIN, unique_id)
+        entity = entities.async_get(entity_id) if entity_id else None
+        if entity is None:
+            continue
+        device = devices.async_get(entity.device_id) if entity.device_id else None
+        names = (device.name_by_user, device.name) if device else ()
+        new_id = _default_id_renamed(entity.entity_id, names, old, new)
+        if new_id is None:
+            LOGGER.debug("Kept %s: not the id made of its old name", entity.entity_id)
+        elif entities.async_is_registered(new_id) or not hass.states.async_available(new_id):
+            LOGGER.info("Kept %s: %s is taken by another entity", entity.entity_id, new_id)
+        else:
+            entities.async_update_entity(entity.entity_id, new_entity_id=new_id)
+            LOGGER.info("Renamed %s to %s (the sensor's new name)", entity.entity_id, new_id)
+
+
+def _default_id_renamed(
+    entity_id: str, device_names: Iterable[str | None], old: str, new: str
+) -> str | None:
+    """The id HA makes of the new name when entity_id is the one it made of the old name on
+    the device (by its name or the one the user gave it), else None."""
+    domain, object_id = split_entity_id(entity_id)
+    for prefix in {slugify(name) for name in device_names if name}:
+        head = f"{prefix}_{old}"
+        rest = object_id.removeprefix(head)
+        if object_id.startswith(head) and _TAKEN_SUFFIX.fullmatch(rest):
+            return f"{domain}.{prefix}_{new}{rest}"
+    return None

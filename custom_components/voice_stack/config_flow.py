@@ -57,7 +57,7 @@ class VoiceStackConfigFlow(ConfigFlow, domain=DOMAIN):
     """Add a llama-server (usually behind the Voice Stack auth proxy)."""
 
     VERSION = 1
-    MINOR_VERSION = 3
+    MINOR_VERSION = 4
 
     async def async_step_user(self, user_input: dict[str, Any] | None = None) -> ConfigFlowResult:
         """Ask for the URL and key, verify them, create the entry and a first agent."""

@@ -1,16 +1,26 @@
 """Setting an entry up and down: runtime data built once and complete, setup errors,
-migration of one-slot agents to slot pools, removal."""
+migration of one-slot agents to slot pools and of the throughput sensors' entity ids, removal."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
-from homeassistant.config_entries import SOURCE_REAUTH, ConfigEntryState
+import pytest
+from homeassistant.config_entries import SOURCE_REAUTH, ConfigEntry, ConfigEntryState
 from homeassistant.core import HomeAssistant
+from homeassistant.helpers import device_registry as dr
+from homeassistant.helpers import entity_registry as er
 from homeassistant.helpers import issue_registry as ir
 from pytest_homeassistant_custom_component.common import MockConfigEntry
 
-from custom_components.voice_stack.const import CONF_SLOT, CONF_SLOTS, CONF_URL, DOMAIN
+from custom_components.voice_stack.const import (
+    CONF_SLOT,
+    CONF_SLOTS,
+    CONF_URL,
+    DEVICE_LLM,
+    DOMAIN,
+)
 from tests.integration.conftest import LoadingLlama
 from tests.integration.helpers import agent, issues, settle, setup_entry, stack_entry
 from voice_stack_dev.fakes.integration import FakeLlama
@@ -75,7 +85,7 @@ async def test_one_slot_agents_become_slot_pools(hass: HomeAssistant, fake: Fake
     entry = stack_entry(hass, fake.url, fake.key, *old, minor_version=1)
     await setup_entry(hass, entry)
     assert entry.state is ConfigEntryState.LOADED
-    assert entry.minor_version == 3
+    assert entry.minor_version == 4
     assert [s.data[CONF_SLOTS] for s in entry.subentries.values()] == [[0], [2]]
     assert all(CONF_SLOT not in s.data for s in entry.subentries.values())
     assert [a.slots for a in entry.runtime_data.agents.values()] == [(0,), (2,)]
@@ -87,7 +97,7 @@ async def test_the_url_is_no_longer_the_unique_id(hass: HomeAssistant, fake: Fak
     entry = stack_entry(hass, fake.url, fake.key, agent(0), minor_version=2, unique_id=fake.url)
     await setup_entry(hass, entry)
     assert entry.state is ConfigEntryState.LOADED
-    assert (entry.minor_version, entry.unique_id) == (3, None)
+    assert (entry.minor_version, entry.unique_id) == (4, None)
     assert entry.data[CONF_URL] == fake.url
 
 
@@ -98,12 +108,138 @@ async def test_a_newer_entry_is_not_downgraded(hass: HomeAssistant, fake: FakeLl
 
 
 async def test_a_newer_minor_version_loads_unchanged(hass: HomeAssistant, fake: FakeLlama) -> None:
-    """1.4 would be written by a newer Voice Stack that stayed compatible: nothing to migrate."""
-    entry = stack_entry(hass, fake.url, fake.key, agent(1), minor_version=4)
+    """1.5 would be written by a newer Voice Stack that stayed compatible: nothing to migrate."""
+    entry = stack_entry(hass, fake.url, fake.key, agent(1), minor_version=5)
+    await setup_entry(hass, entry)
+    assert entry.state is ConfigEntryState.LOADED
+    assert entry.minor_version == 5
+    assert [s.data[CONF_SLOTS] for s in entry.subentries.values()] == [[1]]
+
+
+GENERATION = "generation_throughput"
+PROMPT = "prompt_throughput"
+
+
+def old_throughput_sensors(
+    hass: HomeAssistant, entry: ConfigEntry, name_by_user: str | None = None, **object_ids: str
+) -> dict[str, str]:
+    """Register the entry's LLM server device and its two throughput sensors as a Voice Stack
+    before 1.4 left them (named "... load"), with these object ids (by key; the old default
+    ones unless given); their unique ids by key."""
+    devices = dr.async_get(hass)
+    device = devices.async_get_or_create(
+        config_entry_id=entry.entry_id,
+        identifiers={(DOMAIN, f"{entry.entry_id}_{DEVICE_LLM}")},
+        name="Voice Stack LLM server",
+    )
+    if name_by_user:
+        devices.async_update_device(device.id, name_by_user=name_by_user)
+    defaults = {GENERATION: "generation_load", PROMPT: "prompt_load"}
+    unique_ids = {}
+    for key, old in defaults.items():
+        unique_ids[key] = f"{entry.entry_id}_{DEVICE_LLM}_{key}"
+        er.async_get(hass).async_get_or_create(
+            "sensor",
+            DOMAIN,
+            unique_ids[key],
+            config_entry=entry,
+            device_id=device.id,
+            suggested_object_id=object_ids.get(key, f"voice_stack_llm_server_{old}"),
+            original_name=old.replace("_", " ").capitalize(),
+        )
+    return unique_ids
+
+
+def entity_ids(hass: HomeAssistant, unique_ids: dict[str, str]) -> dict[str, str | None]:
+    """The sensors' entity ids now, by key."""
+    registry = er.async_get(hass)
+    return {k: registry.async_get_entity_id("sensor", DOMAIN, u) for k, u in unique_ids.items()}
+
+
+async def test_throughput_sensors_get_the_ids_of_their_new_names(
+    hass: HomeAssistant, fake: FakeLlama, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An entry of 1.3 made before "Generation load" and "Prompt load" became "... throughput":
+    the ids HA made of the old names become those of the new ones (as the dashboard names
+    them); the unique ids, and so the entities' history, stay."""
+    caplog.set_level(logging.INFO)
+    entry = stack_entry(hass, fake.url, fake.key, agent(0), minor_version=3)
+    unique_ids = old_throughput_sensors(hass, entry)
     await setup_entry(hass, entry)
     assert entry.state is ConfigEntryState.LOADED
     assert entry.minor_version == 4
-    assert [s.data[CONF_SLOTS] for s in entry.subentries.values()] == [[1]]
+    assert entity_ids(hass, unique_ids) == {
+        GENERATION: "sensor.voice_stack_llm_server_generation_throughput",
+        PROMPT: "sensor.voice_stack_llm_server_prompt_throughput",
+    }
+    assert hass.states.get("sensor.voice_stack_llm_server_generation_throughput") is not None
+    assert hass.states.get("sensor.voice_stack_llm_server_generation_load") is None
+    assert (
+        "Renamed sensor.voice_stack_llm_server_prompt_load to"
+        " sensor.voice_stack_llm_server_prompt_throughput" in caplog.text
+    )
+
+
+@pytest.mark.parametrize(
+    ("name_by_user", "old", "new"),
+    [
+        # A second entry's sensor, whose id HA suffixed because the first entry's had it.
+        (None, "voice_stack_llm_server_generation_load_2", "voice_stack_llm_server_{}_2"),
+        # The user renamed the device and let HA rename its entities' ids.
+        ("GPU box", "gpu_box_generation_load", "gpu_box_{}"),
+    ],
+)
+async def test_ids_made_of_the_device_name_follow(
+    hass: HomeAssistant, fake: FakeLlama, name_by_user: str | None, old: str, new: str
+) -> None:
+    entry = stack_entry(hass, fake.url, fake.key, agent(0), minor_version=3)
+    unique_ids = old_throughput_sensors(hass, entry, name_by_user, generation_throughput=old)
+    await setup_entry(hass, entry)
+    assert entity_ids(hass, unique_ids)[GENERATION] == f"sensor.{new.format(GENERATION)}"
+
+
+async def test_a_customised_id_is_kept(hass: HomeAssistant, fake: FakeLlama) -> None:
+    """An id the user chose is theirs (the other sensor's default one is still renamed)."""
+    entry = stack_entry(hass, fake.url, fake.key, agent(0), minor_version=3)
+    unique_ids = old_throughput_sensors(hass, entry, generation_throughput="gpu_generation_load")
+    await setup_entry(hass, entry)
+    assert entity_ids(hass, unique_ids) == {
+        GENERATION: "sensor.gpu_generation_load",
+        PROMPT: "sensor.voice_stack_llm_server_prompt_throughput",
+    }
+
+
+async def test_an_id_taken_by_another_entity_is_left_alone(
+    hass: HomeAssistant, fake: FakeLlama, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The new id belongs to someone else (here a template sensor): the old one stays."""
+    caplog.set_level(logging.INFO)
+    er.async_get(hass).async_get_or_create(
+        "sensor",
+        "template",
+        "mine",
+        suggested_object_id="voice_stack_llm_server_generation_throughput",
+    )
+    entry = stack_entry(hass, fake.url, fake.key, agent(0), minor_version=3)
+    unique_ids = old_throughput_sensors(hass, entry)
+    await setup_entry(hass, entry)
+    assert entry.state is ConfigEntryState.LOADED
+    assert entity_ids(hass, unique_ids) == {
+        GENERATION: "sensor.voice_stack_llm_server_generation_load",
+        PROMPT: "sensor.voice_stack_llm_server_prompt_throughput",
+    }
+    assert "sensor.voice_stack_llm_server_generation_throughput is taken" in caplog.text
+
+
+async def test_an_entry_of_1_4_keeps_the_ids_it_has(hass: HomeAssistant, fake: FakeLlama) -> None:
+    """The rename is the migration's, once: an id set back to the old one later stays."""
+    entry = stack_entry(hass, fake.url, fake.key, agent(0))
+    unique_ids = old_throughput_sensors(hass, entry)
+    await setup_entry(hass, entry)
+    assert entity_ids(hass, unique_ids) == {
+        GENERATION: "sensor.voice_stack_llm_server_generation_load",
+        PROMPT: "sensor.voice_stack_llm_server_prompt_load",
+    }
 
 
 async def test_removing_the_entry_removes_its_issues(hass: HomeAssistant, fake: FakeLlama) -> None:
