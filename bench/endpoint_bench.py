@@ -40,26 +40,19 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-from wyoming.asr import Transcribe, Transcript
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
-from wyoming.client import AsyncTcpClient
-from wyoming.info import Describe, Info
 
 from voice_stack_bench.e2e.asr import asr_state, mode_facts, prime, set_asr_mode
-from voice_stack_bench.e2e.floor import transcribe
 from voice_stack_bench.endpoint.corpus import (
     BYTES_PER_MS,
     RATE,
@@ -67,21 +60,29 @@ from voice_stack_bench.endpoint.corpus import (
     TRIM_LEVEL,
     Spoken,
     load_corpus,
-    normalize,
     speak,
-    word_error_rate,
 )
+from voice_stack_bench.endpoint.gateways import GATEWAY_SETTINGS, Gateways, start_gateways
 from voice_stack_bench.endpoint.ha_hold import HOLDS_S, HaHold, hold_end_ms
 from voice_stack_bench.endpoint.report import report
-from voice_stack_dev.gateway import start_gateway
+from voice_stack_bench.endpoint.turns import (
+    CAP_MS,
+    CHUNK_BYTES,
+    CHUNK_MS,
+    LEAD_MS,
+    TURN_ERRORS,
+    failed,
+    ha_hold_turn,
+    held_audio,
+    score,
+    stream_turn,
+    turn_reasons,
+)
 from voice_stack_dev.paths import REPO
-from voice_stack_dev.procs import Service, free_port
+from voice_stack_dev.procs import Service
 from voice_stack_dev.speech_asr import add_mode_arguments
 from voice_stack_dev.speech_server import STT_MODEL, start_speech_server
 
-LEAD_MS, CAP_MS, CHUNK_MS = 300, 15000, 20
-CHUNK_BYTES = CHUNK_MS * BYTES_PER_MS
-DEFAULT_HOLD_S = HOLDS_S["default"]
 EARLY_PAUSE_MS = 300  # the gateway's default STT_EARLY_PAUSE_MS: its early request's cut
 MODELLED = (
     "every transcript_ms, and the ended_ms of turns the gateway ended (the transcript's arrival),"
@@ -91,104 +92,15 @@ MODELLED = (
 )
 
 
-@dataclass(frozen=True)
-class Setting:
-    """A gateway configuration, and the HA hold that backs it (None: the gateway's own VAD)."""
-
-    name: str
-    env: dict[str, str]
-    hold_s: float | None
-    about: str
-
-
-GATEWAY_SETTINGS = (
-    Setting("gateway_400", {"STT_ENDPOINT_MS": "400"}, DEFAULT_HOLD_S,
-            "gateway end of turn at STT_ENDPOINT_MS=400 and STT_ENDPOINT_WEAK_MS=700 (the"
-            " defaults: 700 ms for words that read complete only weakly), HA's 0.7 s hold behind"),
-    Setting("gateway_400_one_tier", {"STT_ENDPOINT_MS": "400", "STT_ENDPOINT_WEAK_MS": "0"},
-            DEFAULT_HOLD_S,
-            "STT_ENDPOINT_MS=400 with STT_ENDPOINT_WEAK_MS=0: every complete verdict at 400 ms"
-            " (the default before 2026-12-02's two tiers), HA's 0.7 s hold behind"),
-    Setting("gateway_700", {"STT_ENDPOINT_MS": "700"}, DEFAULT_HOLD_S,
-            "gateway end of turn at STT_ENDPOINT_MS=700, HA's 0.7 s hold behind"),
-    Setting("gateway_off", {"STT_ENDPOINT_MS": "0"}, DEFAULT_HOLD_S,
-            "STT_ENDPOINT_MS=0: early transcription only, HA's 0.7 s hold ends every turn"),
-    Setting("gateway_own_vad", {"STT_OWN_VAD": "1"}, None,
-            "STT_OWN_VAD=1: the gateway ends the stream itself, no audio-stop before the 15 s cap"),
-)  # fmt: skip
 HA_SETTINGS = {f"ha_{s}": s for s in HOLDS_S.values()}
-# what one turn can fail with (the gateway's error event, a closed connection, a timeout, the
-# speech server's HTTP error): recorded for that utterance and setting, and the run goes on
-TURN_ERRORS = (RuntimeError, OSError, aiohttp.ClientError)
+
+
+def _hold(hold_s: float | None) -> HaHold | None:
+    return HaHold(hold_s) if hold_s is not None else None
 
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One turn, in ms of audio from the stream's start."""
-
-    ended_at: float  # when HA stopped listening
-    transcript_at: float  # when the transcript was there
-    by: str  # gateway | ha_hold | ha_timeout | cap
-    text: str
-
-
-async def _receive(client: AsyncTcpClient, loop: asyncio.AbstractEventLoop) -> tuple[str, float]:
-    while True:
-        event = await client.read_event()
-        if event is None:
-            raise RuntimeError("the gateway closed the connection without a transcript")
-        if event.type == "error":
-            raise RuntimeError(f"the gateway answered an error: {event.data}")
-        if Transcript.is_type(event.type):
-            return Transcript.from_event(event).text, loop.time()
-
-
-async def _upload(
-    client: AsyncTcpClient, audio: bytes, hold: HaHold | None, t0: float
-) -> tuple[float, str]:
-    """The audio in real time until HA's hold ends it (or the cap); (its end in ms, why)."""
-    loop = asyncio.get_running_loop()
-    for i, at in enumerate(range(0, len(audio), CHUNK_BYTES)):
-        # a microphone sends a chunk once it has been recorded: at the end of its 20 ms
-        await asyncio.sleep(max(0.0, t0 + (i + 1) * CHUNK_MS / 1000 - loop.time()))
-        chunk = audio[at : at + CHUNK_BYTES]
-        n = hold.feed(chunk) if hold is not None else len(chunk)
-        if n:
-            await client.write_event(AudioChunk(RATE, 2, 1, chunk[:n]).event())
-        if hold is not None and hold.ended:
-            await client.write_event(AudioStop().event())
-            return hold.passed_ms, "ha_timeout" if hold.timed_out else "ha_hold"
-    await client.write_event(AudioStop().event())
-    return len(audio) / BYTES_PER_MS, "cap"
-
-
-async def stream_turn(port: int, audio: bytes, hold_s: float | None) -> Outcome:
-    """One utterance through the gateway as HA's Wyoming STT sends it."""
-    loop = asyncio.get_running_loop()
-    hold = HaHold(hold_s) if hold_s is not None else None
-    async with AsyncTcpClient("127.0.0.1", port) as client:
-        await client.write_event(Transcribe(language="en").event())
-        await client.write_event(AudioStart(RATE, 2, 1).event())
-        t0 = loop.time()
-        upload = asyncio.create_task(_upload(client, audio, hold, t0))
-        receive = asyncio.create_task(_receive(client, loop))
-        try:
-            done, _ = await asyncio.wait((upload, receive), return_when=asyncio.FIRST_COMPLETED)
-            if receive in done:
-                text, at = receive.result()
-                ended = (at - t0) * 1000
-                return Outcome(ended, ended, "gateway", text)
-            stopped, why = upload.result()
-            text, at = await asyncio.wait_for(receive, 60)
-            return Outcome(stopped, (at - t0) * 1000, why, text)
-        finally:
-            for task in (upload, receive):
-                task.cancel()
-            await asyncio.gather(upload, receive, return_exceptions=True)
 
 
 type HoldEnds = dict[str, dict[str, float | None]]  # utterance -> HA setting -> its end
@@ -206,21 +118,6 @@ def hold_ends(spoken: list[Spoken]) -> HoldEnds:
     }
 
 
-def held_audio(audio: bytes, end: float | None) -> tuple[float, bytes]:
-    """A hold's end (the whole audio when it did not end) and the audio up to there."""
-    ended = end if end is not None else len(audio) / BYTES_PER_MS
-    return ended, audio[: int(ended) * BYTES_PER_MS]
-
-
-async def ha_hold_turn(
-    session: aiohttp.ClientSession, speech_url: str, audio: bytes, end: float | None
-) -> Outcome:
-    """HA's hold alone: where it ends the audio, then the speech server's transcript of it."""
-    ended, held = held_audio(audio, end)
-    text, asr_ms = await transcribe(session, speech_url, held)
-    return Outcome(ended, ended + asr_ms, "ha_hold" if end is not None else "cap", text)
-
-
 def asr_uploads(spoken: list[Spoken], ends: HoldEnds) -> list[bytes]:
     """Every audio a turn sends the speech server, as it is sent: the gateway's early request
     at each part's end (the stream so far, cut EARLY_PAUSE_MS into the silence), then each hold's
@@ -235,75 +132,6 @@ def asr_uploads(spoken: list[Spoken], ends: HoldEnds) -> list[bytes]:
     return uploads
 
 
-def score(spoken: Spoken, outcome: Outcome) -> dict[str, Any]:
-    """One turn against its utterance: times from the last word (and the pause), the words."""
-    last = LEAD_MS + spoken.spans_ms[-1][1]
-    pause = LEAD_MS + spoken.spans_ms[0][1] if len(spoken.spans_ms) > 1 else None
-    return {
-        "ended_ms": round(outcome.ended_at - last, 1),
-        "after_pause_ms": None if pause is None else round(outcome.ended_at - pause, 1),
-        "transcript_ms": round(outcome.transcript_at - last, 1),
-        "by": outcome.by,
-        "cut_short": outcome.ended_at < last,
-        "transcript": outcome.text,
-        "exact": normalize(outcome.text) == normalize(spoken.entry.text),
-        "wer": round(word_error_rate(spoken.entry.text, outcome.text), 3),
-    }
-
-
-async def own_vad_offered(port: int) -> bool:
-    """The gateway's describe answer: does its STT say requires_external_vad: false?"""
-    async with AsyncTcpClient("127.0.0.1", port) as client:
-        await client.write_event(Describe().event())
-        while True:
-            event = await asyncio.wait_for(client.read_event(), 10)
-            if event is None:
-                raise RuntimeError("the gateway closed the connection without info")
-            if Info.is_type(event.type):
-                asr = Info.from_event(event).asr
-                return bool(asr) and not asr[0].requires_external_vad
-
-
-@dataclass
-class Gateways:
-    """The gateways under test, by setting: (the Service, its Wyoming port)."""
-
-    running: dict[str, tuple[Service, int]]
-    skipped: dict[str, str]
-
-    def stop(self) -> None:
-        for service, _port in self.running.values():
-            service.stop()
-
-
-def start_gateways(
-    speech: Service, logs: Path, gateway_src: Path | None, stop: Callable[[Service], None]
-) -> Gateways:
-    gateways = Gateways({}, {})
-    path = {"PYTHONPATH": str(gateway_src)} if gateway_src else {}
-    for setting in GATEWAY_SETTINGS:
-        extra = ["--stt-models", STT_MODEL, "--log-level", "DEBUG"]
-        port = free_port()
-        try:
-            service = start_gateway(
-                speech.url, logs / f"{setting.name}.log", port=port, extra_args=extra,
-                env={**path, **setting.env}, name=f"gateway ({setting.name})",
-            )  # fmt: skip
-        except RuntimeError as err:
-            gateways.skipped[setting.name] = f"the gateway did not start with {setting.env}: {err}"
-            continue
-        stop(service)
-        gateways.running[setting.name] = (service, port)
-        if setting.hold_s is None and not asyncio.run(own_vad_offered(port)):
-            service.stop()
-            del gateways.running[setting.name]
-            gateways.skipped[setting.name] = (
-                f"the gateway started with {setting.env} still says requires_external_vad: true"
-                " in its describe answer (no gateway-owned end of speech yet)"
-            )
-    return gateways
-
-
 async def run_gateways(
     gateways: Gateways, spoken: list[Spoken], results: dict[str, dict[str, Any]]
 ) -> None:
@@ -314,7 +142,7 @@ async def run_gateways(
         for setting in settings[i % len(settings) :] + settings[: i % len(settings)]:
             port = gateways.running[setting.name][1]
             try:
-                outcome = await stream_turn(port, audio, setting.hold_s)
+                outcome = await stream_turn(port, audio, _hold(setting.hold_s))
             except TURN_ERRORS as err:
                 results[sp.entry.id][setting.name] = failed(err)
                 continue
@@ -338,12 +166,6 @@ async def run_ha_holds(
             log(f"  {sp.entry.id}: " + _brief(results[sp.entry.id], list(HA_SETTINGS)))
 
 
-def failed(err: BaseException) -> dict[str, Any]:
-    """A turn that failed: its row is the error alone (report.py leaves it out of the figures
-    and lists it)."""
-    return {"error": f"{type(err).__name__}: {err}"}
-
-
 def _brief(row: dict[str, Any], names: list[str]) -> str:
     def one(r: dict[str, Any]) -> str:
         if "error" in r:
@@ -360,29 +182,9 @@ async def warm_up(gateways: Gateways, spoken: list[Spoken], n: int) -> None:
             if setting.name in gateways.running:
                 port = gateways.running[setting.name][1]
                 try:
-                    await stream_turn(port, sp.audio(LEAD_MS, CAP_MS), setting.hold_s)
+                    await stream_turn(port, sp.audio(LEAD_MS, CAP_MS), _hold(setting.hold_s))
                 except TURN_ERRORS as err:
                     log(f"  warm-up {sp.entry.id} {setting.name}: {failed(err)['error']}")
-
-
-_TURN = re.compile(r"Turn (?:ended by|left to) .*$|STT answered by .*$")
-# a quoted transcript: its apostrophes inside words ("What's") are its own, "client's" is not one
-_QUOTED = re.compile(r"(?<!\w)'(?:[^']|'(?=\w))*'(?!\w)|\"[^\"]*\"")
-
-
-def turn_reasons(log_path: Path, start: int = 0) -> dict[str, int]:
-    """Why the gateway ended or left each turn, and what answered it (an early transcription,
-    counted from 1, or the whole audio after audio-stop): its debug log from byte `start`,
-    warm-up included, counted with the words and figures taken out."""
-    reasons: Counter[str] = Counter()
-    with log_path.open("rb") as f:
-        f.seek(start)
-        text = f.read().decode(errors="replace")
-    for line in text.splitlines():
-        if match := _TURN.search(line):
-            why = _QUOTED.sub("'...'", match.group(0))
-            reasons[re.sub(r"\d+", "N", why)] += 1
-    return dict(reasons.most_common())
 
 
 def setup_facts(

@@ -4,6 +4,7 @@ Assistant 2026.11, side by side in one run on the same servers.
     bench/setup-anchors     # once: wyoming-openai 0.8.0 in .cache/venv/bench-wyoming-openai
     PYTHONPATH=dev .cache/venv/ha11/bin/python bench/voice_e2e.py [--quick] > result.json
     ... bench/voice_e2e.py --asr fast --asr-delay-ms 80   # one mode, another modelled delay
+    ... bench/voice_e2e.py --room living/hvac@15   # the headline: in a room, under noise
 
 Servers (127.0.0.1 only, all stopped on exit or Ctrl-C): the demo's llama-server (SmolLM2-135M,
 -np 4) behind the auth proxy, the speech server (piper + faster-whisper tiny.en) behind the
@@ -24,6 +25,17 @@ satellite does, until HA's own VAD ends the utterance or the transcript is in; `
 sends 0.7 s of it and ends the audio (the bench's model before 2026-12-02). Then the floor of
 every request, straight against the idle servers. Phase 2 (real ASR): two satellites speaking at
 once, on Voice Stack with one slot, then with a two-slot pool (the proxy reserving 0,1), and stock.
+
+`--room ROOM/NOISE@SNR` (issue 34's headline figure: `--room living/hvac@15`, a medium room,
+RT60 0.4 s, the talker 2.5 m away, HVAC noise 15 dB under the speech): every request is heard in
+one of the room bench's rooms under a noise (bench/voice_stack_bench/room; any room and noise it
+knows, or a room alone), the same audio on both stacks; the lead-in and the "silence" after the
+speech are the room's noise and echo, and the end of speech is still the dry speech's end. Fast
+mode is primed with each request's room audio up to its first sound + 20 ms, its end and its end
++ 300 ms, and the speech server matches uploads by prefix (the longest primed audio an upload
+begins with). The JSON's setup states the room (size, RT60 asked and measured, the talker's
+distance), the noise, the SNR and the speech level.
+
 Progress goes to stderr; one JSON document to stdout.
 """
 
@@ -41,7 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from voice_stack_bench.e2e.asr import prime, set_asr_mode
+from voice_stack_bench.e2e.asr import asr_state, prime, set_asr_mode
 from voice_stack_bench.e2e.modes import ModeRun, run_mode
 from voice_stack_bench.e2e.phases import (
     BROWSER_PARAGRAPHS,
@@ -52,6 +64,7 @@ from voice_stack_bench.e2e.phases import (
     utterances,
 )
 from voice_stack_bench.e2e.probes import LlamaProbe
+from voice_stack_bench.e2e.room import HEADLINE, InRoom, match_by_prefix, parse_heard
 from voice_stack_bench.e2e.servers import Servers
 from voice_stack_bench.e2e.stacks import PLAN, STOCK_OPTIONS, set_up
 from voice_stack_bench.e2e.turns import HOLDS, QUESTIONS
@@ -70,6 +83,12 @@ PAIRS = (
 )
 
 
+MEMO_COUNTS = ("match", "cached", "hits", "prefix_hits", "misses")
+ROOM_AUDIO = (
+    "piper speech, trimmed, heard in the room (setup.room): 0.3 s of the room's noise before it,"
+    " its echo and the noise after; 20 ms chunks in real time; reply audio read from the TTS URL"
+    " as it streams; HA's TTS cache emptied before every request"
+)
 HOLD_FACTS = {
     "ha": "ha: after the speech, silence in real time until HA's own VAD ends the utterance "
     "(stt-vad-end, HA's default 0.7 s setting) or the transcript is in (stt-end), as a satellite "
@@ -125,11 +144,19 @@ async def measure_all(args: argparse.Namespace, servers: Servers) -> dict[str, A
         log("setting up Home Assistant: onboarding, both stacks' entries and pipelines")
         stacks = await set_up(ha, servers, stock_via_proxy=args.stock_via_proxy)
         probe = LlamaProbe(servers.url(Role.LLAMA), servers.state.llama_key)
-        bench = Bench(ha, servers, stacks, probe, pacing=HOLDS[args.hold])
+        room = InRoom(args.room, HOLDS[args.hold]) if args.room else None
+        bench = Bench(ha, servers, stacks, probe, pacing=room.pacing if room else HOLDS[args.hold])
         texts = {WARM_UP, *(t for pair in (*QUESTIONS[: args.questions], *PAIRS) for t in pair)}
         speech = await utterances(servers, texts)
-        log("whisper transcribes every utterance once (fast mode answers with these)")
-        await prime(servers.url(Role.SPEECH), [u.as_sent for u in speech.values()])
+        if room is None:
+            log("whisper transcribes every utterance once (fast mode answers with these)")
+            await prime(servers.url(Role.SPEECH), [u.as_sent for u in speech.values()])
+        else:
+            log(f"every utterance in the room {args.room.name}; whisper transcribes each up to its"
+                " first words, its end and 300 ms after (fast mode answers by prefix)")  # fmt: skip
+            speech = room.utterances(speech)
+            await match_by_prefix(servers.url(Role.SPEECH))
+            room.primed = await prime(servers.url(Role.SPEECH), room.primes(speech.values()))
         modes = {}
         for mode in args.asr:
             run = ModeRun(mode, args.asr_delay_ms, QUESTIONS[: args.questions], args.rounds,
@@ -137,8 +164,12 @@ async def measure_all(args: argparse.Namespace, servers: Servers) -> dict[str, A
             modes[mode] = await run_mode(bench, speech, run)
         await set_asr_mode(servers.url(Role.SPEECH), "real", args.asr_delay_ms)
         two = await phase_two(bench, speech, PAIRS, args.pairs) if args.pairs else None
+        memo = await asr_state(servers.url(Role.SPEECH))
+    setup = setup_facts(servers, args)
+    if room is not None:
+        setup |= {"room": room.facts(), "audio": ROOM_AUDIO}
     return {
-        "setup": setup_facts(servers, args),
+        "setup": setup,
         "asr_modes": modes,
         "goals": {
             **{mode: report["goals"] for mode, report in modes.items()},
@@ -147,6 +178,7 @@ async def measure_all(args: argparse.Namespace, servers: Servers) -> dict[str, A
         "two_satellites": two,
         "browsers": bench.browser_figures(),
         "load_average": {"start": load_start, "end": os.getloadavg()},
+        "asr_memo_at_end": {k: memo.get(k) for k in MEMO_COUNTS},
     }
 
 
@@ -166,6 +198,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="ha",
         help="how the silence after the speech ends: as a satellite streams, until HA's VAD or the"
         " transcript ends it (ha), or after exactly 0.7 s (fixed)",
+    )
+    parser.add_argument(
+        "--room",
+        type=parse_heard,
+        default=None,
+        metavar="ROOM/NOISE@SNR",
+        help=f"hear every request in a room under a noise at an SNR in dB (the headline: {HEADLINE}"
+        "; rooms and noises as bench/voice_stack_bench/room names them); default: digital silence",
     )
     add_mode_arguments(parser)
     parser.add_argument(

@@ -3,10 +3,14 @@
 # (docs/deploy.md carries the same tables). `./stack init` picks the variants that fit the host
 # it runs on; `./stack check` refuses a driver or a card an image cannot run on.
 #
-# Needs from ./stack: env_value, die.
+# Needs from ./stack: env_value, die, ENV_FILE; from stack-host.sh: version_ge, fail_host,
+# service_image, GPU_SERVICES.
 
 # The variants ./stack init chooses from, in order of preference per service:
 #   service|variant|image|what it is
+# Two are pinned by tag only, llama.cpp's CPU server-b11347 and Kokoro's v0.9.0-cu128: no public
+# record of their digests was found and no registry is reachable where these pins were written.
+# `./stack check` says so for every tag-only image; pin them by digest once one is read.
 VARIANTS=(
   "llm|cuda12.8|ghcr.io/ggml-org/llama.cpp:server-cuda-b11347@sha256:d87b02aafa74797a2d599b281c50468704bd0bcdc57bfcf31b570d593f1d285b|llama.cpp b11347, CUDA 12.8"
   "llm|cpu|ghcr.io/ggml-org/llama.cpp:server-b11347|llama.cpp b11347, CPU"
@@ -35,6 +39,9 @@ NEEDS=(
   "ghcr.io/remsky/kokoro-fastapi-gpu:|12.6|560|535|5.0 6.0 7.0 7.5 8.0 8.6 9.0|"
 )
 
+# How to switch an existing .env to the CPU (./stack init refuses once .env exists).
+CPU_LINES="./stack variants --cpu prints the lines to put in .env: STACK_DEVICE=cpu, the CPU images"
+
 # needs_of IMAGE: the NEEDS row of an image, empty for a CPU or unknown image.
 needs_of() {
   local image=$1 row
@@ -43,13 +50,29 @@ needs_of() {
   done
 }
 
-# The host's GPUs, one "name|driver|compute capability" line each; nothing without a GPU.
-# nvidia-smi prints "NVIDIA GeForce RTX 4090, 570.86.15, 8.9" per card.
-host_gpus() {
+# Sets GPUS to the host's GPUs, one "name|driver|compute capability" line each (nvidia-smi
+# prints "NVIDIA GeForce RTX 4090, 570.86.15, 8.9" per card), empty without nvidia-smi; and
+# GPU_ERROR to what nvidia-smi said when it is there but fails: a driver that does not answer
+# (a kernel update it was not rebuilt for) is not "no GPU", and must not pick the CPU images.
+read_gpus() {
+  local out status=0
+  GPUS="" GPU_ERROR=""
   command -v nvidia-smi >/dev/null || return 0
-  nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null |
-    sed -n 's/^ *\([^,]*[^ ,]\) *, *\([0-9.]*\) *, *\([0-9.]*\) *$/\1|\2|\3/p' || true
+  out="$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>&1)" ||
+    status=$?
+  if ((status != 0)); then
+    GPU_ERROR="${out:-no output}"
+    GPU_ERROR="'nvidia-smi' fails (exit $status: ${GPU_ERROR//$'\n'/ }): the NVIDIA driver does not"
+    GPU_ERROR+=" answer, most often after a kernel update it was not rebuilt for; reinstall or"
+    GPU_ERROR+=" rebuild it for the running kernel ($(uname -r); e.g. 'sudo dkms autoinstall'),"
+    GPU_ERROR+=" then reboot"
+    return 0
+  fi
+  GPUS="$(sed -n 's/^ *\([^,]*[^ ,]\) *, *\([0-9.]*\) *, *\([0-9.]*\) *$/\1|\2|\3/p' <<<"$out")"
 }
+
+# The GPU lines alone (empty without a GPU or with a failing driver).
+host_gpus() { read_gpus; printf '%s' "$GPUS"; }
 
 # cap_ge A B: compute capability A >= B (major.minor).
 cap_ge() {
@@ -97,17 +120,21 @@ fits() {
 check_gpu_fit() {
   local services=$1 svc image why
   [[ "$(env_value STACK_DEVICE)" != cpu ]] || return 0
-  GPUS="$(host_gpus)"
-  if [[ -z "$GPUS" ]]; then
+  read_gpus
+  if [[ -n "$GPU_ERROR" ]]; then
+    fail_host "$GPU_ERROR; or run on the CPU: $CPU_LINES"
+    return
+  elif [[ -z "$GPUS" ]]; then
     fail_host "no NVIDIA GPU answers 'nvidia-smi' on this host: install the NVIDIA driver," \
-      "or run on the CPU with STACK_DEVICE=cpu and the CPU images (./stack init --cpu)"
+      "or run on the CPU: $CPU_LINES"
     return
   fi
   for svc in $GPU_SERVICES; do
     [[ " $services " == *" $svc "* ]] || continue
     image="$(service_image "$svc")"
     why="$(fits "$image")" ||
-      fail_host "$svc: $image cannot run here: $why; ./stack init --print-images names the variant that can"
+      fail_host "$svc: $image cannot run here: $why; ./stack variants prints the lines that fit" \
+        "this host: put its ${svc^^}_IMAGE line (and STACK_DEVICE) in $ENV_FILE"
   done
 }
 
@@ -139,7 +166,10 @@ pick_images() {
   local device=$1 service key choice image what why failed=0
   GPUS=""
   if [[ "$device" != cpu ]]; then
-    GPUS="$(host_gpus)"
+    read_gpus
+    [[ -z "$GPU_ERROR" ]] ||
+      die "$GPU_ERROR. To choose the CPU images deliberately: ./stack init --cpu (with a .env" \
+        "already, $CPU_LINES)"
     if [[ -z "$GPUS" ]]; then
       echo "stack init: no NVIDIA GPU answers 'nvidia-smi': choosing the CPU images" >&2
       device=cpu
@@ -162,5 +192,26 @@ pick_images() {
       failed=1
     fi
   done
-  ((failed == 0)) || die "no image variant fits this host: update the NVIDIA driver, or use the CPU images (./stack init --cpu)"
+  ((failed == 0)) || die "no image variant fits this host: update the NVIDIA driver, or use the" \
+    "CPU images (./stack init --cpu; with a .env already, $CPU_LINES)"
+}
+
+# What ./stack init writes into .env and ./stack variants prints: the variants that fit this
+# host, and on the CPU the settings docs/deploy.md recommends there (.env.example's are a GPU's:
+# Whisper large-v3, every layer offloaded).
+host_lines() {
+  local lines
+  lines="$(pick_images "$1")" || exit 2
+  printf '%s\n' "$lines"
+  [[ "$lines" != *STACK_DEVICE=cpu* ]] || cpu_settings
+}
+
+# A small Whisper, no layer offloaded, and every core but one for llama-server.
+cpu_settings() {
+  local cores
+  cores="$(nproc 2>/dev/null || echo 2)"
+  printf '%s\n' LLM_GPU_LAYERS=0 ASR_MODEL=Systran/faster-whisper-small.en \
+    "LLM_EXTRA_ARGS=\"-t $((cores > 1 ? cores - 1 : 1))\""
+  echo "stack init: cpu: no layer on a GPU, Whisper small.en, llama-server on all cores but one" \
+    "(docs/deploy.md, Without a GPU)" >&2
 }

@@ -1,9 +1,10 @@
 # shellcheck shell=bash
 # Sourced by ./stack: what `up` would otherwise only find out half-way. Each failure says what
-# to install or change. Without a reachable Docker engine (validating on a laptop, say) the
-# checks are skipped with a note, and `check` still validates the files.
+# to install or change. Without a reachable Docker engine they fail, saying why (no permission
+# on its socket, or not running): `check` has validated the files by then, and
+# `./stack config --quiet` validates the files alone.
 #
-# Needs from ./stack: env_value, files, built_services, COMPOSE_ARGV (compose_argv), die;
+# Needs from ./stack: env_value, files, built_services, COMPOSE_ARGV (compose_argv), die, ENV_FILE;
 # from stack-gpu.sh: check_gpu_fit.
 
 MIN_ENGINE=25.0.0    # healthcheck start_interval
@@ -27,8 +28,6 @@ version_ge() {
   done
   return 0
 }
-
-engine_version() { "$(docker_bin)" version --format '{{.Server.Version}}' 2>/dev/null; }
 
 selected_services() { "${COMPOSE_ARGV[@]}" config --services; }
 
@@ -94,14 +93,18 @@ check_gpu() {
 # holds it after `up` (with host networking `docker ps` shows no published ports, so the
 # container is asked for by its compose labels, not by its ports).
 check_port() {
-  local name=$1 port=$2 bind=$3 service=$4 own
+  local name=$1 port=$2 bind=$3 service=$4 own hint
   [[ -n "$port" ]] || return 0
   own="$("$(docker_bin)" ps --filter label=com.docker.compose.project=voice-stack \
     --filter "label=com.docker.compose.service=$service" --format '{{.ID}}' 2>/dev/null || true)"
   [[ -z "$own" ]] || return 0
-  if listening "$port" "${bind:-0.0.0.0}"; then
-    fail_host "port $port ($name) is in use by another program: stop it or change $name"
+  listening "$port" "${bind:-0.0.0.0}" || return 0
+  hint="stop it or change $name in $ENV_FILE"
+  if [[ "$port" == 11434 ]]; then  # the old stack's port, and Ollama's
+    hint="11434 is Ollama's default port: stop Ollama ('sudo systemctl disable --now ollama'),"
+    hint+=" or set LLM_PROXY_PORT in $ENV_FILE to a free port and point the proxy's clients at it"
   fi
+  fail_host "port $port ($name) is in use by another program: $hint"
 }
 
 # Something listens on the port (ss sees every address; without it, try a connection).
@@ -114,28 +117,74 @@ listening() {
   fi
 }
 
+# Every host port the selected services publish, as Compose resolves them (override files
+# included; 0 or none: Docker picks a free one).
 check_ports() {
-  local services=$1
-  check_port LLM_PROXY_PORT "$(env_value LLM_PROXY_PORT)" "$(env_value LLM_PROXY_BIND)" llm-auth
-  [[ " $services " == *" gateway "* ]] || return 0
-  check_port GATEWAY_PORT "$(env_value GATEWAY_PORT)" "$(env_value GATEWAY_BIND)" gateway
-  check_port GATEWAY_HTTP_PORT "$(env_value GATEWAY_HTTP_PORT)" "$(env_value GATEWAY_HTTP_BIND)" \
-    gateway
+  local service target published bind
+  while read -r service target published bind; do
+    [[ "$published" =~ ^[1-9][0-9]*$ ]] || continue
+    check_port "$(port_setting "$service" "$target")" "$published" "$bind" "$service"
+  done < <(published_ports)
 }
 
-# Probed once per run; the note is printed once too.
+# "service target published host_ip" per published port, from `config`'s long syntax.
+published_ports() {
+  "${COMPOSE_ARGV[@]}" config 2>/dev/null | awk '
+    function flush() {
+      if (item["target"] != "") print service, item["target"], item["published"], item["host_ip"]
+      split("", item)
+    }
+    /^[^ ]/ { flush(); top = $1; next }
+    top != "services:" { next }
+    /^  [^ ]/ { flush(); service = $1; sub(/:$/, "", service); in_ports = 0; next }
+    /^    [^ ]/ { flush(); in_ports = ($1 == "ports:"); next }
+    in_ports && /^      - / { flush(); sub(/^      - /, "        ") }
+    in_ports && /^        [a-z_]+: / {
+      key = $1; sub(/:$/, "", key); value = $2; gsub(/"/, "", value); item[key] = value
+    }
+    END { flush() }'
+}
+
+# The .env setting of a service's published port (compose.yaml's ports).
+port_setting() {
+  case "$1:$2" in
+    llm-auth:11434) echo LLM_PROXY_PORT ;;
+    asr:8000) echo ASR_PORT ;;
+    tts:8880) echo TTS_PORT ;;
+    gateway:10300) echo GATEWAY_PORT ;;
+    gateway:10301) echo GATEWAY_HTTP_PORT ;;
+    *) echo "$1's port $2" ;;
+  esac
+}
+
+# Probed once per run. Without an engine every host and image check would be skipped and a host
+# that cannot run the stack would pass: stop, saying why Docker does not answer.
 engine_reachable() {
-  if [[ -z "${ENGINE_PROBED:-}" ]]; then
-    ENGINE_PROBED=1
-    ENGINE_VERSION="$(engine_version || true)"
-    [[ -n "$ENGINE_VERSION" ]] ||
-      echo "stack: no Docker engine answers '$(docker_bin) version': host and image checks skipped" >&2
-  fi
-  [[ -n "$ENGINE_VERSION" ]]
+  [[ -z "${ENGINE_VERSION:-}" ]] || return 0
+  local out
+  out="$("$(docker_bin)" version --format '{{.Server.Version}}' 2>&1)" ||
+    die "$(engine_problem "${out//$'\n'/ }"); ./stack config --quiet validates the files alone"
+  ENGINE_VERSION="${out##*$'\n'}"
+}
+
+# What to do when `docker version` cannot reach the engine, from the docker CLI's own words.
+engine_problem() {
+  case "${1,,}" in
+    *"permission denied"*)
+      echo "no permission to reach the Docker engine ($1): add yourself to the docker group," \
+        "'sudo usermod -aG docker \$USER', then log out and in again" ;;
+    *"cannot connect to the docker daemon"* | *"is the docker daemon running"*)
+      echo "the Docker engine is not running ($1): start it, 'sudo systemctl start docker'" \
+        "('sudo systemctl enable docker' starts it at every boot)" ;;
+    *"command not found"* | *"no such file"*)
+      echo "no '$(docker_bin)' command: install Docker Engine (docs.docker.com/engine/install)" ;;
+    *) echo "no Docker engine answers '$(docker_bin) version' ($1): is it running, and do" \
+        "DOCKER_HOST or 'docker context' point at it?" ;;
+  esac
 }
 
 check_host() {
-  engine_reachable || return 0
+  engine_reachable
   local services
   services="$(selected_services | tr '\n' ' ')"
   HOST_FAILED=0
@@ -143,7 +192,7 @@ check_host() {
   check_compose
   check_buildx
   check_gpu "$services"
-  check_ports "$services"
+  check_ports
   ((HOST_FAILED == 0)) || die "this host is not ready for ./stack up (see above)"
 }
 
@@ -185,7 +234,7 @@ build_bases() {
 # Every image `up` is about to use, before anything is pulled, stopped or recreated: the pulled
 # ones (on this host or in their registry) and the bases of the ones built here.
 check_images() {
-  engine_reachable || return 0
+  engine_reachable
   local svc image missing=()
   for svc in $(selected_services); do
     if built_here "$svc"; then
@@ -197,7 +246,8 @@ check_images() {
     fi
     image="$(service_image "$svc")"
     [[ -z "$image" ]] || image_available "$image" ||
-      missing+=("$image ($svc: check the tag, or set ${svc^^}_IMAGE; ./stack variants lists the ones that fit)")
+      missing+=("$image ($svc: check the tag, or set $(image_setting "$svc"); ./stack variants lists the ones that fit)")
+    [[ -z "$image" || "$image" == *@sha256:* ]] || note_tag_only "$svc" "$image"
   done
   ((${#missing[@]} == 0)) || {
     printf 'stack: image not found on this host or in its registry: %s\n' "${missing[@]}" >&2
@@ -206,11 +256,20 @@ check_images() {
   echo "stack: every image exists" >&2
 }
 
+# The .env setting that overrides SERVICE's image (llm-auth: LLM_AUTH_IMAGE).
+image_setting() { local key=${1^^}; echo "${key//-/_}_IMAGE"; }
+
+# A tag can be moved in its registry (stack-gpu.sh's VARIANTS says which defaults are by tag).
+note_tag_only() {
+  echo "stack: note: $2 ($1) is pinned by tag only, not by digest: 'docker buildx imagetools" \
+    "inspect $2' prints its digest, to pin as $(image_setting "$1")=$2@sha256:<digest>" >&2
+}
+
 # llama-server's own --help in the image about to run: a flag it does not know (an older build
 # than the one the compose file was written for, or a typo in LLM_EXTRA_ARGS) stops here, not in
 # a crash loop after `up`. `check` reads it when the image is on this host; `up` pulls it first.
 check_llm_flags() {
-  engine_reachable || return 0
+  engine_reachable
   [[ " $(selected_services | tr '\n' ' ') " == *" llm "* ]] || return 0
   local image help flag unknown=() gpus=()
   image="$(service_image llm)"

@@ -161,3 +161,19 @@ def test_each_mode_has_its_own_goal_against_stock() -> None:
     assert goal("fast", _single(0.61))["first_audio_vs_stock"]["met"] is False
     assert goal("real", _single(0.8))["first_audio_vs_stock"]["met"] is True
     assert goal("real", _single(None))["first_audio_vs_stock"]["met"] is False
+
+
+def test_prefix_matching_answers_with_the_longest_primed_audio_within_the_upload() -> None:
+    """The room bench: noise from the first sample means no upload is ever the primed audio."""
+    memo = AsrMemo(mode="fast")
+    memo.remember("part1", ["Set a timer"], "scene", 16000)
+    memo.remember("whole", ["Set a timer for five minutes"], "scene", 48000)
+    assert memo.fast_answer("cut-late", "scene", 20000) is None  # exact matching by default
+    assert memo.configure(None, None, "nearest") is not None
+    assert memo.configure(None, None, "prefix") is None
+    assert memo.fast_answer("cut-late", "scene", 20000) == ["Set a timer"]
+    assert memo.fast_answer("at-stop", "scene", 50000) == ["Set a timer for five minutes"]
+    assert memo.fast_answer("too-soon", "scene", 8000) is None  # whisper runs
+    assert memo.fast_answer("other", "another scene", 50000) is None
+    assert (memo.hits, memo.prefix_hits, memo.misses) == (2, 2, 3)
+    assert memo.state()["match"] == "prefix"

@@ -4,10 +4,11 @@
 speech in real time, in 20 ms chunks (binary frames: the handler id byte, then 16 kHz 16-bit
 mono PCM) after a short lead-in and followed by real silence (0.7 s by default, `Pacing`),
 stopping early when HA's own VAD ends the utterance (`stt-vad-end`) or the transcript is in
-(`stt-end`: the STT no longer reads the stream), as a satellite stops streaming. It fetches
-the reply audio the moment the run starts (HA's TTS view answers once the first chunk exists),
-so the first chunk's arrival is what a satellite would play first. Any pipeline works: ours,
-or HA core's llama_cpp agent with another STT/TTS, for a side-by-side benchmark.
+(`stt-end`: the STT no longer reads the stream), as a satellite stops streaming. A benchmark
+may put the speech in a room instead (`Pacing.room`: noise throughout, the echo after the words).
+It fetches the reply audio the moment the run starts (HA's TTS view answers once the first chunk
+exists), so the first chunk's arrival is what a satellite would play first. Any pipeline works:
+ours, or HA core's llama_cpp agent with another STT/TTS, for a side-by-side benchmark.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -37,17 +39,43 @@ class AssistError(Exception):
         self.message = message
 
 
+# (speech, lead_ms, total_ms) -> what a microphone in a room records: `lead_ms` before the speech,
+# the speech where the dry speech is, and at least `total_ms` in all (noise throughout, the echo
+# after the words). A benchmark gives it (dev/ imports nothing of bench/).
+type Room = Callable[[bytes, int, int], bytes]
+
+
 @dataclass(frozen=True)
 class Pacing:
-    """How the audio is streamed: a satellite's chunk size and the silence around speech."""
+    """How the audio is streamed: a satellite's chunk size and the silence around speech, or the
+    room the speech is heard in (`room`, given by a benchmark; None: digital silence)."""
 
     chunk_ms: int = 20
     lead_silence_s: float = 0.3
     trail_silence_s: float = 0.7  # at most: HA's VAD or the transcript stops it sooner
+    room: Room | None = None
 
     @property
     def chunk_bytes(self) -> int:
         return SAMPLE_RATE * SAMPLE_BYTES * self.chunk_ms // 1000
+
+    def audio(self, speech: bytes) -> tuple[bytes, int]:
+        """All the audio streamed for `speech` (the lead-in, the speech, the trail), and where
+        the speech ends in it (in bytes). In a room the audio is as long as the silent one's,
+        and the speech still ends there: the end of the dry speech, its echo and noise after."""
+        lead = b"\0" * int(SAMPLE_RATE * self.lead_silence_s) * SAMPLE_BYTES
+        trail = b"\0" * int(SAMPLE_RATE * self.trail_silence_s) * SAMPLE_BYTES
+        speech_end = len(lead) + len(speech)
+        if self.room is None:
+            return lead + speech + trail, speech_end
+        per_ms = SAMPLE_RATE * SAMPLE_BYTES // 1000
+        if len(lead) % per_ms:
+            raise ValueError(f"a room needs a lead-in of whole ms, not {self.lead_silence_s} s")
+        total = speech_end + len(trail)
+        audio = self.room(speech, len(lead) // per_ms, -(-total // per_ms))
+        if len(audio) < total:
+            raise ValueError(f"the room gave {len(audio)} bytes of audio, not {total}")
+        return audio[:total], speech_end
 
 
 @dataclass(frozen=True)
@@ -101,12 +129,10 @@ class _Streamer:
     def __init__(self, ha: HomeAssistantClient, speech: bytes, pacing: Pacing) -> None:
         self._ha = ha
         self._pacing = pacing
-        lead = b"\0" * int(SAMPLE_RATE * pacing.lead_silence_s) * SAMPLE_BYTES
-        trail = b"\0" * int(SAMPLE_RATE * pacing.trail_silence_s) * SAMPLE_BYTES
         size = pacing.chunk_bytes
-        audio = lead + speech + trail
+        audio, speech_end = pacing.audio(speech)
         self._frames = [audio[i : i + size] for i in range(0, len(audio), size)]
-        self._last_speech = -(-(len(lead) + len(speech)) // size) - 1
+        self._last_speech = -(-speech_end // size) - 1
         self.stop = asyncio.Event()
         self.speech_end: float | None = None
         self.audio_end: float | None = None

@@ -49,15 +49,25 @@ def write_env_file(path: Path) -> Path:
     return path
 
 
-def stack(
-    env_file: Path | None, *args: str, extra_env: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
+def stack_env(env_file: Path | None, extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a ./stack run: none of this shell's settings, the real Compose."""
     env = {k: v for k, v in os.environ.items() if not re.match(r"^(LLM|ASR|TTS|GATEWAY)_", k)}
     env.pop("COMPOSE_PROFILES", None)
     env |= {"COMPOSE_BIN": str(COMPOSE_BIN), **(extra_env or {})}
     env["VOICE_STACK_ENV_FILE"] = str(env_file) if env_file else "/nonexistent/.env"
+    return env
+
+
+def stack(
+    env_file: Path | None, *args: str, extra_env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(STACK), *args], env=env, capture_output=True, text=True, timeout=60, check=False
+        [str(STACK), *args],
+        env=stack_env(env_file, extra_env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
 
 
@@ -71,9 +81,11 @@ def model(env_file: Path, extra_env: Mapping[str, str] | None = None) -> dict[st
 # A stand-in `docker` (no engine runs here): answers from FAKE_* variables, logs every call.
 STAND_IN_DOCKER = """#!/usr/bin/env bash
 echo "$*" >>"$FAKE_DOCKER_LOG"
+NOT_RUNNING="Cannot connect to the Docker daemon at unix:///var/run/docker.sock."
+NOT_RUNNING+=" Is the docker daemon running?"
 case "$1 $2" in
-  "version --format")
-    [[ -n "${FAKE_ENGINE:-}" ]] || { echo "Cannot connect to the Docker daemon" >&2; exit 1; }
+  "version --format")  # FAKE_ENGINE_ERROR: what the docker CLI says when it cannot reach one
+    [[ -n "${FAKE_ENGINE:-}" ]] || { echo "${FAKE_ENGINE_ERROR:-$NOT_RUNNING}" >&2; exit 1; }
     echo "$FAKE_ENGINE" ;;
   "buildx version")
     [[ -n "${FAKE_BUILDX:-}" ]] || { echo "docker: 'buildx' is not a docker command." >&2; exit 1; }
@@ -85,7 +97,7 @@ case "$1 $2" in
     done
     echo '{"schemaVersion":2}' ;;
   "ps --filter") echo "${FAKE_PS:-}" ;;
-  "image inspect")
+  "image inspect" | "image rm")
     for local in ${FAKE_LOCAL:-}; do [[ "$3" != "$local" ]] || { echo '[{}]'; exit 0; }; done
     echo "Error response from daemon: No such image: $3" >&2; exit 1 ;;
   "pull -q") echo "$3" ;;
@@ -97,15 +109,19 @@ esac
 """
 
 # A stand-in nvidia-smi: FAKE_GPUS holds the CSV lines ("name, driver, compute cap"), ';'-separated;
-# empty, the failure nvidia-smi prints on a host whose driver does not answer.
+# FAKE_GPU_MEMORY those of the memory query (stack-vram.sh: "name, MiB"). Empty, the failure
+# nvidia-smi prints on a host whose driver does not answer.
 STAND_IN_NVIDIA_SMI = """#!/usr/bin/env bash
 echo "$*" >>"$FAKE_DOCKER_LOG.nvidia-smi"
-[[ "$*" == "--query-gpu=name,driver_version,compute_cap --format=csv,noheader" ]] ||
-  { echo "stand-in nvidia-smi: unexpected arguments: $*" >&2; exit 99; }
-if [[ -z "${FAKE_GPUS:-}" ]]; then
+case "$*" in
+  "--query-gpu=name,driver_version,compute_cap --format=csv,noheader") lines=${FAKE_GPUS:-} ;;
+  "--query-gpu=name,memory.total --format=csv,noheader,nounits") lines=${FAKE_GPU_MEMORY:-} ;;
+  *) echo "stand-in nvidia-smi: unexpected arguments: $*" >&2; exit 99 ;;
+esac
+if [[ -z "$lines" ]]; then
   echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." >&2; exit 9
 fi
-tr ';' '\\n' <<<"$FAKE_GPUS"
+tr ';' '\\n' <<<"$lines"
 """
 
 # The real Compose, every call logged (to see what ran and what did not).
@@ -141,6 +157,8 @@ def stand_in_host(tmp_path: Path, fakes: Mapping[str, str]) -> dict[str, str]:
         "FAKE_DOCKER_LOG": str(tmp_path / "docker.log"),
         "LLAMA_SERVER": str(LLAMA_SERVER),
         "LLM_PROXY_PORT": "0",
+        "ASR_PORT": "0",
+        "TTS_PORT": "0",
         "GATEWAY_PORT": "0",
         "GATEWAY_HTTP_PORT": "0",
         **fakes,

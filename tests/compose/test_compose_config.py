@@ -20,6 +20,7 @@ from tests.compose.stack_helpers import (
     example_values,
     model,
     stack,
+    stand_in_host,
     write_env_file,
 )
 from voice_stack_dev.llama import LlamaServer
@@ -46,10 +47,15 @@ def test_compose_binary_is_real() -> None:
     assert "v2." in result.stdout
 
 
+# `check` needs an engine: stand-in docker and nvidia-smi programs answer for a good GPU host.
+GOOD_HOST = {"FAKE_ENGINE": "28.5.2", "FAKE_BUILDX": "0.29.1", "FAKE_RUNTIMES": '{"nvidia":{}}',
+             "FAKE_GPUS": "NVIDIA GeForce RTX 4090, 575.64.03, 8.9"}  # fmt: skip
+
+
 @pytest.mark.parametrize("profiles", sorted(PROFILES))
-def test_every_profile_validates(env_file: Path, profiles: str) -> None:
+def test_every_profile_validates(env_file: Path, tmp_path: Path, profiles: str) -> None:
     extra = {"COMPOSE_PROFILES": profiles}
-    check = stack(env_file, "check", extra_env=extra)
+    check = stack(env_file, "check", extra_env=stand_in_host(tmp_path, GOOD_HOST) | extra)
     assert check.returncode == 0, check.stderr
     services = stack(env_file, "config", "--services", extra_env=extra)
     assert set(services.stdout.split()) == PROFILES[profiles]
@@ -156,8 +162,29 @@ def test_plain_compose_names_missing_secrets(tmp_path: Path, name: str) -> None:
         ({"LLM_PROXY_ALLOW_CONTROL": "slots,everything"}, "unknown 'everything'"),
         ({"LLM_PROXY_CLIENT_TIMEOUT": "15 s"}, "LLM_PROXY_CLIENT_TIMEOUT must be a time"),
         ({"ASR_OFFLINE": "yes"}, "ASR_OFFLINE must be auto or never"),
-        ({"LLM_RESERVED_SLOTS": "0,1,2,3"}, "reserves every slot"),
-        ({"LLM_RESERVED_SLOTS": "4"}, "names slot 4 but LLM_PARALLEL is 4"),
+        (
+            {"LLM_RESERVED_SLOTS": "0,1,2,3"},
+            "reserves every slot of LLM_PARALLEL=4; leave at "
+            "least one for other clients: set LLM_PARALLEL=5 (and LLM_CTX_PER_SLOT to fit) or "
+            "reserve fewer slots",
+        ),
+        ({"LLM_RESERVED_SLOTS": "4"}, "names slot 4 but LLM_PARALLEL is 4: set LLM_PARALLEL=5 "),
+        (
+            {"LLM_RESERVED_SLOTS": "0,1,2,3,4"},
+            "names slot 4 but LLM_PARALLEL is 4: set "
+            "LLM_PARALLEL=6 (and LLM_CTX_PER_SLOT to fit) or reserve fewer slots",
+        ),
+        (
+            {"LLM_MODEL_FILE": "/models/tiny-text.gguf"},
+            "LLM_MODEL_FILE must be a file name inside "
+            "LLM_MODELS_DIR, not a path: set LLM_MODEL_FILE=tiny-text.gguf",
+        ),
+        (
+            {"LLM_MODEL_FILE": "/home/u/models/x.gguf"},
+            "LLM_MODEL_FILE must be a file name inside LLM_MODELS_DIR, not a path: set "
+            "LLM_MODELS_DIR=/home/u/models and LLM_MODEL_FILE=x.gguf",
+        ),
+        ({"LLM_DRAFT_MODEL_FILE": "/srv/d.gguf"}, "LLM_DRAFT_MODEL_FILE must be a file name"),
         ({"LLM_RESERVED_SLOTS": "0;1"}, "comma list"),
         ({"LLM_PARALLEL": "0"}, "LLM_PARALLEL must be an integer >= 1"),
         ({"LLM_CTX_PER_SLOT": "8k"}, "LLM_CTX_PER_SLOT must be an integer"),
@@ -169,6 +196,33 @@ def test_stack_rejects_unsafe_settings(
     result = stack(env_file, "check", extra_env=overrides)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_a_tilde_in_the_models_dir_is_named(env_file: Path) -> None:
+    """.env is not a shell: `~` stays a literal folder name."""
+    env = {"LLM_MODELS_DIR": "~/models", "HOME": "/home/u"}
+    result = stack(env_file, "check", extra_env=env)
+    assert result.returncode == 2
+    assert "LLM_MODELS_DIR: ~ is not expanded in .env, write the full path" in result.stderr
+    assert "(LLM_MODELS_DIR=/home/u/models)" in result.stderr
+    result = stack(env_file, "check", extra_env=env | {"LLM_MODELS_DIR": str(MODELS),
+                   "LLM_MODEL_FILE": "~/models/x.gguf"})  # fmt: skip
+    assert "set LLM_MODELS_DIR=/home/u/models and LLM_MODEL_FILE=x.gguf" in result.stderr
+
+
+def test_a_quoted_value_may_carry_a_comment(env_file: Path) -> None:
+    """KEY="4" # comment is valid for compose (the rest of the line after the quote is
+    ignored); ./stack reads it the same way."""
+    with env_file.open("a") as file:
+        file.write("LLM_PARALLEL=\"3\" # three slots\nLLM_CTX_PER_SLOT='1024'  # per slot\n")
+        file.write('LLM_RESERVED_SLOTS="0,1" # the agents\n')
+    result = stack(env_file, "config", "--quiet")
+    assert result.returncode == 0, result.stderr
+    services = model(env_file)["services"]
+    command = " ".join(services["llm"]["command"])
+    assert "--parallel 3" in command
+    assert "--ctx-size 3072" in command
+    assert services["llm-auth"]["environment"]["LLM_RESERVED_SLOTS"] == "0,1"
 
 
 def test_init_writes_fresh_distinct_keys(tmp_path: Path) -> None:
@@ -316,6 +370,91 @@ def test_gateway_settings_reach_the_gateway(env_file: Path) -> None:
     assert settings["total_timeout"] == 120
     assert settings["allow"] == ["192.168.1.10/32", "172.16.0.0/12"]
     assert (settings["max_connections_per_host"], settings["idle_timeout"]) == (8, 30)
+
+
+# The gateway's settings a user sets in .env under the gateway's own names (gateway/README.md,
+# docs/gateway.md): a value that is not the default, the Settings field, what the gateway reads.
+OWN_NAMES = {
+    "GATEWAY_STT_RATE": ("8000", "stt_rate", 8000),
+    "GATEWAY_STT_MAX_SECONDS": ("30", "stt_max_seconds", 30),
+    "STT_EARLY_PAUSE_MS": ("250", "stt_early_pause_ms", 250),
+    "STT_EARLY_MAX": ("2", "stt_early_max", 2),
+    "STT_ENDPOINT_MS": ("500", "stt_endpoint_ms", 500),
+    "STT_ENDPOINT_WEAK_MS": ("800", "stt_endpoint_weak_ms", 800),
+    "STT_OWN_VAD": ("true", "stt_own_vad", True),
+    "STT_INCOMPLETE_HOLD_MS": ("1500", "stt_incomplete_hold_ms", 1500),
+    "GATEWAY_TTS_OUTPUT_RATE": ("16000", "tts_output_rate", 16000),
+    "GATEWAY_TTS_STREAMING": ("false", "tts_streaming", False),
+    "GATEWAY_REFRESH_INTERVAL": ("10", "refresh_interval", 10),
+    "GATEWAY_ZEROCONF": ("true", "zeroconf", "voice-stack-gateway"),
+    "GATEWAY_ADVERTISE_HOST": ("192.168.1.20", "advertise_host", "192.168.1.20"),
+    "GATEWAY_MAX_CONNECTIONS": ("16", "max_connections", 16),
+    "WYOMING_LOG_LEVEL": ("debug", "log_level", "DEBUG"),
+}
+# The gateway's own view: every flag's environment names, and its settings from an environment
+# that holds only what is given on stdin (nothing: its defaults).
+GATEWAY_OWN = """
+import dataclasses, json, sys
+from voice_stack_gateway.config import FLAGS, parse_settings
+settings = dataclasses.asdict(parse_settings([], json.load(sys.stdin)))
+print(json.dumps({"flags": [flag.env for flag in FLAGS], "defaults": settings}, default=str))
+"""
+
+
+def gateway_own(environ: Mapping[str, str] | None = None) -> Any:
+    result = subprocess.run(
+        [str(GATEWAY_PYTHON), "-c", GATEWAY_OWN], input=json.dumps(environ or {}),
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_every_gateway_setting_is_passed_and_documented(env_file: Path) -> None:
+    """A setting compose does not pass does nothing when set in .env."""
+    environment = model(env_file, {"COMPOSE_PROFILES": "gateway"})["services"]["gateway"][
+        "environment"
+    ]
+    for names in gateway_own()["flags"]:
+        assert set(names) & set(environment), f"compose passes none of {names}"
+    documented = example_values()
+    for name in OWN_NAMES:
+        assert name in environment, name
+        assert name in documented, f"{name} is not in .env.example"
+
+
+def test_the_gateway_settings_set_in_env_reach_the_gateway(env_file: Path) -> None:
+    with env_file.open("a") as file:
+        file.writelines(f"{name}={value}\n" for name, (value, _, _) in OWN_NAMES.items())
+    settings = gateway_settings(env_file)["settings"]
+    for name, (_, field, expected) in OWN_NAMES.items():
+        assert settings[field] == expected, name
+
+
+@pytest.mark.parametrize("source", ["example", "absent"])
+def test_unset_gateway_settings_keep_the_gateways_defaults(env_file: Path, source: str) -> None:
+    """.env.example's values, or none at all (an .env from before they were passed)."""
+    if source == "absent":
+        text = env_file.read_text()
+        env_file.write_text(
+            "".join(line for line in text.splitlines(True) if line.split("=")[0] not in OWN_NAMES)
+        )
+    settings = gateway_settings(env_file)["settings"]
+    defaults = gateway_own()["defaults"]
+    for name, (_, field, _) in OWN_NAMES.items():
+        assert settings[field] == defaults[field], name
+    warning = gateway_settings(env_file, {"GATEWAY_LOG_LEVEL": "WARNING"})["settings"]
+    assert warning["log_level"] == "WARNING"  # ours, when WYOMING_LOG_LEVEL is not set
+
+
+def test_the_eagerness_sets_the_endpoints_left_empty(env_file: Path) -> None:
+    with env_file.open("a") as file:
+        file.write("STT_EAGERNESS=low\n")
+    settings = gateway_settings(env_file)["settings"]
+    low = gateway_own({"STT_EAGERNESS": "low"})["defaults"]
+    endpoints = ("stt_endpoint_ms", "stt_endpoint_weak_ms")
+    assert [settings[field] for field in endpoints] == [low[field] for field in endpoints]
+    assert low["stt_endpoint_ms"] != gateway_own()["defaults"]["stt_endpoint_ms"]
 
 
 def test_llm_command_sizes_context_per_slot(env_file: Path) -> None:

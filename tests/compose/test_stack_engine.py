@@ -310,3 +310,14 @@ def test_down_leaves_nothing_but_the_named_volumes(installed: Bundle, home: Home
     volumes = set(installed.engine.docker("volume", "ls", "-q").stdout.split())
     assert volumes == {"voice-stack_llm-slots", "voice-stack_hf-hub-cache"}
     assert volumes == volumes_before  # no anonymous volume was ever left
+
+
+def test_purge_removes_the_volumes_and_the_image_built_here(installed: Bundle) -> None:
+    """Compose's own `down --rmi local` leaves the gateway's image (it has an image: key)."""
+    built = "voice-stack-gateway:local"
+    assert installed.engine.docker("image", "inspect", built, check=False).returncode == 0
+    purge = installed.stack("purge")
+    assert f"the images built here ({built})" in purge.stderr
+    assert installed.engine.docker("image", "inspect", built, check=False).returncode != 0
+    volumes = set(installed.engine.docker("volume", "ls", "-q").stdout.split())
+    assert not volumes & {"voice-stack_llm-slots", "voice-stack_hf-hub-cache"}

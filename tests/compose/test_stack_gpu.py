@@ -5,6 +5,7 @@ stand-in nvidia-smi programs (this machine has no GPU), Compose is the real bina
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -95,23 +96,88 @@ def test_init_says_why_it_passed_a_variant_over(host: dict[str, str], tmp_path: 
     )
 
 
-@pytest.mark.parametrize("gpus", ["", None], ids=["nvidia-smi fails", "--cpu"])
+def without_nvidia_smi(host: dict[str, str]) -> dict[str, str]:
+    """A host with no NVIDIA driver at all: the stand-in nvidia-smi taken off PATH."""
+    bin_dir = Path(host["PATH"].split(":")[0])
+    (bin_dir / "nvidia-smi").unlink()
+    assert shutil.which("nvidia-smi", path=host["PATH"]) is None
+    return host
+
+
+@pytest.mark.parametrize("cpu", [False, True], ids=["no nvidia-smi", "--cpu"])
 def test_init_without_a_gpu_writes_the_cpu_variant(
-    host: dict[str, str], tmp_path: Path, gpus: str | None
+    host: dict[str, str], tmp_path: Path, cpu: bool
 ) -> None:
     env = tmp_path / ".env"
-    args = ("init",) if gpus is not None else ("init", "--cpu")
-    result = stack(
-        env,
-        *args,
-        extra_env=host | {"FAKE_GPUS": gpus if gpus is not None else HOSTS["A100, driver 535"]},
-    )
+    if cpu:
+        result = stack(
+            env, "init", "--cpu", extra_env=host | {"FAKE_GPUS": HOSTS["A100, driver 535"]}
+        )
+    else:
+        result = stack(env, "init", extra_env=without_nvidia_smi(host))
+        assert "no NVIDIA GPU answers 'nvidia-smi': choosing the CPU images" in result.stderr
     assert result.returncode == 0, result.stderr
     values = env_values(env)
     assert values["STACK_DEVICE"] == "cpu"
     assert values["LLM_IMAGE"] == LLAMA_CPU
     assert values["ASR_IMAGE"].startswith(SPEACHES_CPU)
     assert values["TTS_IMAGE"].startswith(KOKORO_CPU)
+    # What docs/deploy.md recommends on a CPU, not .env.example's GPU values.
+    assert values["LLM_GPU_LAYERS"] == "0"
+    assert values["ASR_MODEL"] == "Systran/faster-whisper-small.en"
+    assert re.fullmatch(r'"-t [1-9][0-9]*"', values["LLM_EXTRA_ARGS"])
+
+
+def test_the_image_comments_fit_whichever_variant_init_wrote(
+    host: dict[str, str], tmp_path: Path
+) -> None:
+    """The comment above each image line describes every variant, not only the GPU default."""
+    env = tmp_path / ".env"
+    assert stack(env, "init", "--cpu", extra_env=host).returncode == 0
+    lines = env.read_text().splitlines()
+    for key in ("LLM_IMAGE", "ASR_IMAGE", "TTS_IMAGE"):
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"{key}="))
+        start = at
+        while lines[start - 1].startswith("#"):
+            start -= 1
+        comment = " ".join(line.lstrip("# ") for line in lines[start:at])
+        assert comment.startswith("Image: "), key
+        assert "./stack init writes the variant for this host" in comment, key
+        assert "on the CPU" in comment, key
+
+
+def test_init_on_a_gpu_keeps_the_gpu_settings(host: dict[str, str], tmp_path: Path) -> None:
+    env = tmp_path / ".env"
+    gpus = {"FAKE_GPUS": HOSTS["RTX 4090, driver 575"]}
+    assert stack(env, "init", extra_env=host | gpus).returncode == 0
+    values = env_values(env)
+    assert (values["LLM_GPU_LAYERS"], values["LLM_EXTRA_ARGS"]) == ("999", "")
+    assert values["ASR_MODEL"] == "Systran/faster-distil-whisper-large-v3"
+
+
+FAILED_DRIVER = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+
+
+@pytest.mark.parametrize("command", [["init"], ["variants"], ["check"]], ids=str)
+def test_a_failing_driver_is_refused_with_its_own_error(
+    host: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    """nvidia-smi there but failing (a kernel update without DKMS) is not "no GPU": no CPU
+    images are written behind the user's back."""
+    env = tmp_path / ".env"
+    if command == ["check"]:
+        write_env_file(env)
+    result = stack(env, *command, extra_env=host | {"FAKE_GPUS": "", "COMPOSE_PROFILES": "speech"})
+    assert result.returncode == 2
+    assert f"'nvidia-smi' fails (exit 9: {FAILED_DRIVER})" in result.stderr
+    assert "reinstall or rebuild it for the running kernel" in result.stderr
+    assert "then reboot" in result.stderr
+    assert "choosing the CPU images" not in result.stderr
+    if command == ["check"]:
+        assert "./stack variants --cpu prints the lines to put in .env" in result.stderr
+    else:
+        assert "To choose the CPU images deliberately: ./stack init --cpu" in result.stderr
+        assert not env.exists()
 
 
 def test_the_cpu_variant_reserves_no_gpu_and_needs_no_nvidia(
@@ -151,9 +217,9 @@ def test_the_cpu_variant_reserves_no_gpu_and_needs_no_nvidia(
             "tts: ghcr.io/remsky/kokoro-fastapi-gpu:v0.9.0@sha256:",
         ),
         (HOSTS["RTX 3060, driver 560"], {"ASR_IMAGE": SPEACHES_126 + "5c" * 32}, "llm: "),
-        ("", {}, "no NVIDIA GPU answers 'nvidia-smi' on this host"),
+        ("", {}, "'nvidia-smi' fails (exit 9"),
     ],
-    ids=["speaches CUDA 12.9 on 570", "Kokoro cu126 on Blackwell", "llama.cpp on 560", "no GPU"],
+    ids=["speaches CUDA 12.9 on 570", "Kokoro cu126 on Blackwell", "llama.cpp on 560", "no driver"],
 )
 def test_check_refuses_what_the_gpu_cannot_run(
     host: dict[str, str], tmp_path: Path, gpus: str, images: dict[str, str], message: str
@@ -164,6 +230,24 @@ def test_check_refuses_what_the_gpu_cannot_run(
     assert result.returncode == 2
     assert message in result.stderr
     assert "this host is not ready for ./stack up" in result.stderr
+
+
+def test_check_names_the_command_that_prints_what_fits(
+    host: dict[str, str], tmp_path: Path
+) -> None:
+    """`./stack init` refuses once .env exists, and there is no --print-images."""
+    env = write_env_file(tmp_path / ".env")
+    gpus = {"FAKE_GPUS": HOSTS["RTX 4090, driver 570"], "COMPOSE_PROFILES": "speech"}
+    result = stack(env, "check", extra_env=host | gpus)
+    assert result.returncode == 2
+    assert "./stack variants prints the lines that fit this host: put its ASR_IMAGE line" in (
+        result.stderr
+    )
+    assert "--print-images" not in result.stderr
+    result = stack(env, "check", extra_env=without_nvidia_smi(host) | gpus)
+    assert result.returncode == 2
+    assert "no NVIDIA GPU answers 'nvidia-smi' on this host" in result.stderr
+    assert "./stack variants --cpu prints the lines to put in .env" in result.stderr
 
 
 def test_check_passes_the_variants_init_chose(host: dict[str, str], tmp_path: Path) -> None:
@@ -184,3 +268,19 @@ def test_variants_prints_without_writing(host: dict[str, str], tmp_path: Path) -
     assert result.returncode == 0, result.stderr
     assert f"LLM_IMAGE={LLAMA_CUDA}" in result.stdout
     assert not env.exists()
+
+
+def test_variants_refuses_an_unknown_option(host: dict[str, str], tmp_path: Path) -> None:
+    result = stack(tmp_path / ".env", "variants", "--gpu", extra_env=host)
+    assert result.returncode == 2
+    assert "unknown option '--gpu' (known: --cpu)" in result.stderr
+    assert result.stdout == ""
+
+
+def test_variants_on_the_cpu_prints_the_cpu_settings_too(
+    host: dict[str, str], tmp_path: Path
+) -> None:
+    result = stack(tmp_path / ".env", "variants", "--cpu", extra_env=host)
+    assert result.returncode == 0, result.stderr
+    assert f"LLM_IMAGE={LLAMA_CPU}" in result.stdout
+    assert "LLM_GPU_LAYERS=0" in result.stdout.splitlines()

@@ -68,6 +68,7 @@ def test_a_good_host_passes_and_every_image_is_inspected(
     result = stack(env_file, "check", extra_env=host | {"COMPOSE_PROFILES": "speech,gateway"})
     assert result.returncode == 0, result.stderr
     assert "every image exists" in result.stderr
+    assert "pinned by tag only" not in result.stderr  # every default GPU image is by digest
     inspected = docker_calls(host, "manifest inspect ")
     assert len(inspected) == 5  # four pulled, and the base the gateway is built from
     assert any(image.startswith("ghcr.io/ggml-org/llama.cpp:server-cuda-b") for image in inspected)
@@ -244,14 +245,41 @@ def busy_port() -> Iterator[int]:
         yield int(sock.getsockname()[1])
 
 
-@pytest.mark.parametrize("name", ["LLM_PROXY_PORT", "GATEWAY_HTTP_PORT"])
+@pytest.mark.parametrize(
+    "name", ["LLM_PROXY_PORT", "ASR_PORT", "TTS_PORT", "GATEWAY_PORT", "GATEWAY_HTTP_PORT"]
+)
 def test_a_taken_port_is_named(
     env_file: Path, host: dict[str, str], busy_port: int, name: str
 ) -> None:
-    env = host | {name: str(busy_port), "COMPOSE_PROFILES": "gateway"}
+    """Every port the selected services publish (docs/deploy.md's prerequisites)."""
+    env = host | {name: str(busy_port), "COMPOSE_PROFILES": "speech,gateway"}
     result = stack(env_file, "check", extra_env=env)
     assert result.returncode == 2
     assert f"port {busy_port} ({name}) is in use by another program" in result.stderr
+
+
+def test_only_the_selected_services_ports_are_checked(
+    env_file: Path, host: dict[str, str], busy_port: int
+) -> None:
+    env = host | {"ASR_PORT": str(busy_port), "COMPOSE_PROFILES": "gateway"}
+    assert stack(env_file, "check", extra_env=env).returncode == 0
+
+
+# A stand-in `ss` that sees a listener on FAKE_LISTENING only (11434 may be taken here for real).
+STAND_IN_SS = """#!/usr/bin/env bash
+[[ "$*" != *":${FAKE_LISTENING:-none} )"* ]] || echo "LISTEN 0 4096 0.0.0.0:$FAKE_LISTENING *"
+"""
+
+
+def test_a_taken_11434_names_ollama_and_the_setting(env_file: Path, host: dict[str, str]) -> None:
+    stand_in(Path(host["PATH"].split(":")[0]), "ss", STAND_IN_SS)
+    env = host | {"LLM_PROXY_PORT": "11434", "FAKE_LISTENING": "11434"}
+    result = stack(env_file, "check", extra_env=env)
+    assert result.returncode == 2
+    assert "port 11434 (LLM_PROXY_PORT) is in use by another program: 11434 is Ollama's" in (
+        result.stderr
+    )
+    assert "or set LLM_PROXY_PORT in" in result.stderr
 
 
 def test_the_stacks_own_port_is_not_a_conflict(
@@ -270,11 +298,115 @@ def test_up_checks_the_host_before_compose_runs(env_file: Path, host: dict[str, 
     assert "older than 25.0.0" in result.stderr
 
 
-def test_without_an_engine_the_checks_are_skipped(env_file: Path, host: dict[str, str]) -> None:
-    result = stack(env_file, "check", extra_env=host | {"FAKE_ENGINE": ""})
-    assert result.returncode == 0, result.stderr
-    assert result.stderr.count("host and image checks skipped") == 1
+DENIED = (
+    "permission denied while trying to connect to the Docker daemon socket at "
+    'unix:///var/run/docker.sock: Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.47/version": '
+    "dial unix /var/run/docker.sock: connect: permission denied"
+)
+
+
+@pytest.mark.parametrize(
+    ("fake", "message"),
+    [
+        ({}, "the Docker engine is not running (Cannot connect to the Docker daemon at"),
+        ({}, "start it, 'sudo systemctl start docker'"),
+        ({"FAKE_ENGINE_ERROR": DENIED}, f"no permission to reach the Docker engine ({DENIED})"),
+        ({"FAKE_ENGINE_ERROR": DENIED}, "'sudo usermod -aG docker $USER', then log out and in"),
+        ({"DOCKER_BIN": "/nonexistent/docker"}, "install Docker Engine"),
+    ],
+    ids=["not running", "start it", "permission denied", "docker group", "no docker"],
+)
+def test_without_an_engine_check_fails_saying_what_to_do(
+    env_file: Path, host: dict[str, str], fake: dict[str, str], message: str
+) -> None:
+    """Not a pass with every host and image check skipped: the usual cause is a user outside
+    the docker group."""
+    result = stack(env_file, "check", extra_env=host | {"FAKE_ENGINE": ""} | fake)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "./stack config --quiet validates the files alone" in result.stderr
     assert docker_calls(host, "manifest inspect ") == []
+
+
+def test_a_tag_only_pin_is_said(env_file: Path, host: dict[str, str]) -> None:
+    """The CPU llama.cpp and Kokoro cu128 variants are pinned by tag only (stack-gpu.sh)."""
+    image = "ghcr.io/ggml-org/llama.cpp:server-b11347"
+    env = host | {"LLM_IMAGE": image, "LLM_AUTH_IMAGE": "nginx:1.30.5-alpine"}
+    result = stack(env_file, "images", extra_env=env | {"COMPOSE_PROFILES": ""})
+    assert result.returncode == 0, result.stderr
+    assert f"{image} (llm) is pinned by tag only, not by digest" in result.stderr
+    assert "to pin as LLM_AUTH_IMAGE=nginx:1.30.5-alpine@sha256:<digest>" in result.stderr
+
+
+# A Compose that stops and lists nothing (no engine here) but still renders the project the
+# command would act on, so a setting that leaves it unrenderable fails here too.
+INSPECTING_COMPOSE = """#!/usr/bin/env bash
+args=()
+for arg in "$@"; do
+  case "$arg" in
+    down | ps | logs) echo "$*" >>"$FAKE_DOCKER_LOG.compose"
+      exec "{real}" "${args[@]}" config --quiet ;;
+  esac
+  args+=("$arg")
+done
+exec "{real}" "$@"
+"""
+
+
+def inspecting_compose(host: dict[str, str]) -> str:
+    directory = Path(host["FAKE_DOCKER_LOG"]).parent / "inspecting-compose"
+    return str(
+        stand_in(directory, "compose", INSPECTING_COMPOSE.replace("{real}", str(COMPOSE_BIN)))
+    )
+
+
+@pytest.mark.parametrize("command", [["down"], ["ps"], ["logs", "llm"], ["purge"]], ids=str)
+def test_a_refused_setting_does_not_keep_a_stack_from_stopping(
+    env_file: Path, host: dict[str, str], command: list[str]
+) -> None:
+    env = host | {"LLM_RESERVED_SLOTS": "0,1,2,3", "COMPOSE_BIN": inspecting_compose(host)}
+    result = stack(env_file, *command, extra_env=env)
+    assert result.returncode == 0, result.stderr
+    assert "set LLM_PARALLEL=5 (and LLM_CTX_PER_SLOT to fit) or reserve fewer slots" in (
+        result.stderr
+    )
+    assert "stack: warning: ./stack up would refuse" in result.stderr
+    assert compose_ran(host, "down" if command == ["purge"] else command[0])
+    result = stack(env_file, "up", "-d", extra_env=env)
+    assert result.returncode == 2
+    assert "reserves every slot of LLM_PARALLEL=4" in result.stderr
+    assert not compose_ran(host, "up")
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [([], "kept the named volumes"), (["-v"], "removed the named volumes"),
+     (["--volumes"], "removed the named volumes"), (["--rmi", "all"], "removed the images")],
+    ids=str,
+)  # fmt: skip
+def test_down_says_what_its_flags_removed(
+    env_file: Path, host: dict[str, str], flags: list[str], said: str
+) -> None:
+    env = host | {"COMPOSE_BIN": inspecting_compose(host)}
+    result = stack(env_file, "down", *flags, extra_env=env)
+    assert result.returncode == 0, result.stderr
+    assert said in result.stderr
+    assert "./stack purge removes all but .env" in result.stderr
+
+
+def test_purge_removes_the_images_built_here(env_file: Path, host: dict[str, str]) -> None:
+    """Compose's `down --rmi local` skips a service with an image: key (all of ours) in some
+    versions: the images built here that are on this host are removed by name."""
+    here = ["voice-stack-gateway:local", "voice-stack-llm:local"]
+    env = host | {"COMPOSE_BIN": inspecting_compose(host), "FAKE_LOCAL": " ".join(here)}
+    result = stack(env_file, "purge", extra_env=env)
+    assert result.returncode == 0, result.stderr
+    assert len(docker_calls(host, "image inspect ")) == 4  # build/*.yaml, whatever .env says
+    assert docker_calls(host, "image rm ") == here
+    assert f"volumes and the images built here ({' '.join(here)})" in result.stderr
+    result = stack(env_file, "purge", extra_env=env | {"FAKE_LOCAL": ""})
+    assert "(no image built here was on this host)" in result.stderr
+    assert docker_calls(host, "image rm ") == here  # nothing more asked
 
 
 def test_a_missing_compose_plugin_is_named_before_compose_reads_the_files(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from voice_stack_gateway.config import parse_settings, split_list
+from voice_stack_gateway.config import EAGERNESS, parse_settings, split_list
 
 
 def test_settings_from_env_and_flags() -> None:
@@ -60,16 +60,30 @@ def test_early_transcription_settings() -> None:
 
 
 def test_end_of_turn_settings() -> None:
-    assert parse_settings([], {}).stt_endpoint_ms == 400
+    default = parse_settings([], {})
+    assert (default.stt_endpoint_ms, default.stt_endpoint_weak_ms) == EAGERNESS["medium"]
     assert parse_settings([], {"STT_ENDPOINT_MS": "0"}).stt_endpoint_ms == 0
     assert (
         parse_settings(["--stt-endpoint-ms", "500"], {"STT_ENDPOINT_MS": "0"}).stt_endpoint_ms
         == 500
     )
-    assert parse_settings([], {}).stt_endpoint_weak_ms == 700
     assert parse_settings([], {"STT_ENDPOINT_WEAK_MS": "0"}).stt_endpoint_weak_ms == 0
     weak = parse_settings(["--stt-endpoint-weak-ms", "900"], {"STT_ENDPOINT_WEAK_MS": "0"})
     assert weak.stt_endpoint_weak_ms == 900
+
+
+@pytest.mark.parametrize("level", ["low", "medium", "high", " High "])
+def test_eagerness_sets_both_endpoints_unless_one_is_set(level: str) -> None:
+    pair = EAGERNESS[level.strip().lower()]
+    s = parse_settings([], {"STT_EAGERNESS": level})
+    assert (s.stt_endpoint_ms, s.stt_endpoint_weak_ms) == pair
+    own = parse_settings(["--stt-eagerness", level, "--stt-endpoint-ms", "550"], {})
+    assert (own.stt_endpoint_ms, own.stt_endpoint_weak_ms) == (550, pair[1])
+
+
+def test_an_unknown_eagerness_is_refused() -> None:
+    with pytest.raises(SystemExit, match="--stt-eagerness must be one of low, medium, high"):
+        parse_settings([], {"STT_EAGERNESS": "eager"})
 
 
 def test_own_vad_settings() -> None:
@@ -86,7 +100,7 @@ def test_own_vad_settings() -> None:
     [
         ({"STT_EARLY_PAUSE_MS": "0"}, "needs early transcription and the end of turn"),
         ({"STT_ENDPOINT_MS": "0"}, "needs early transcription and the end of turn"),
-        ({"STT_INCOMPLETE_HOLD_MS": "300"}, r"\(300\) must be at least --stt-endpoint-ms \(400\)"),
+        ({"STT_INCOMPLETE_HOLD_MS": "300"}, r"\(300\) must be at least --stt-endpoint-ms \(700\)"),
         ({"GATEWAY_STT_MAX_SECONDS": "10"}, r"15 s cap: --stt-max-seconds \(10\) must be at least"),
     ],
 )

@@ -21,14 +21,19 @@ from homeassistant.components.assist_pipeline.vad import (
 
 # HA's three "finished speaking detection" settings (VadSensitivity.to_seconds)
 HOLDS_S = {"aggressive": 0.25, "default": 0.7, "relaxed": 1.25}
+# A satellite's audio settings with HA's noise suppression and auto gain on (assist_pipeline's
+# AudioSettings, as ESPHome's voice assistant examples set them): level 2 of 0-4, 31 dBFS
+ENHANCED = {"auto_gain_dbfs": 31, "noise_suppression": 2}
 BYTES_PER_MS = BYTES_PER_CHUNK // MS_PER_CHUNK
 
 
 class HaHold:
     """One utterance's end of speech; feed it the client's chunks in order."""
 
-    def __init__(self, silence_s: float) -> None:
-        self._enhancer = MicroVadSpeexEnhancer(0, 0, True)
+    def __init__(
+        self, silence_s: float, auto_gain_dbfs: int = 0, noise_suppression: int = 0
+    ) -> None:
+        self._enhancer = MicroVadSpeexEnhancer(auto_gain_dbfs, noise_suppression, True)
         self._segmenter = VoiceCommandSegmenter(silence_seconds=silence_s)
         self._leftover = AudioBuffer(BYTES_PER_CHUNK)
         self.passed = 0  # bytes HA has passed on to STT
@@ -52,13 +57,19 @@ class HaHold:
 
     @property
     def passed_ms(self) -> float:
-        return self.passed / BYTES_PER_MS
+        return float(self.passed / BYTES_PER_MS)
 
 
-def hold_end_ms(audio: bytes, silence_s: float, chunk_bytes: int) -> float | None:
+def hold_end_ms(
+    audio: bytes,
+    silence_s: float,
+    chunk_bytes: int,
+    auto_gain_dbfs: int = 0,
+    noise_suppression: int = 0,
+) -> float | None:
     """Where HA's hold ends `audio` (ms of audio passed on), fed in `chunk_bytes` chunks;
     None if it runs out of audio first."""
-    hold = HaHold(silence_s)
+    hold = HaHold(silence_s, auto_gain_dbfs, noise_suppression)
     for at in range(0, len(audio), chunk_bytes):
         hold.feed(audio[at : at + chunk_bytes])
         if hold.ended:

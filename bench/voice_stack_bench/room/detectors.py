@@ -71,8 +71,36 @@ def gateway() -> Detector:
     return SpeechFrames()
 
 
+class GatewayBefore:
+    """The gateway's detector of 2026-12-02, before the guard was measured against the room's
+    noise: webrtcvad mode 3, and a frame it rejects still counts as speech when its RMS is at
+    least GUARD x the mean RMS of the frames webrtcvad called speech so far. Kept here to
+    measure the fix against; the gateway no longer has it."""
+
+    GUARD = 0.1
+
+    def __init__(self) -> None:
+        import webrtcvad
+
+        from voice_stack_gateway.audio import rms
+
+        self._vad, self._rms = webrtcvad.Vad(3), rms
+        self._level_sum = 0
+        self._speech_frames = 0
+
+    def is_speech(self, frame: bytes) -> bool:
+        level = self._rms(frame)
+        if self._vad.is_speech(frame, 16000):
+            self._level_sum += level
+            self._speech_frames += 1
+            return True
+        mean = self._level_sum / self._speech_frames if self._speech_frames else 0
+        return self._speech_frames > 0 and level >= mean * self.GUARD
+
+
 DETECTORS: dict[str, Callable[[], Detector]] = {
     "gateway": gateway,
+    "gateway_before": GatewayBefore,
     "webrtcvad": webrtc,
     "microvad": microvad,
     "silero": silero,

@@ -92,13 +92,35 @@ def _bool(name: str, value: str) -> bool:
     return word in _BOOL_TRUE
 
 
+# --stt-eagerness: (--stt-endpoint-ms, --stt-endpoint-weak-ms), chosen on the room corpus
+# (bench/room_bench.py; docs/gateway.md's table): high ends soonest and cuts the most pauses
+# where a request looks complete, low waits about as long as Home Assistant's default hold.
+EAGERNESS = {"low": (1000, 1300), "medium": (700, 1000), "high": (400, 700)}
+
+
+def _endpoints(ns: argparse.Namespace) -> tuple[int, int]:
+    """The two endpoints: each as set, else the eagerness's."""
+    level = ns.stt_eagerness.strip().lower()
+    if level not in EAGERNESS:
+        raise SystemExit(
+            f"voice-stack-gateway: --stt-eagerness must be one of {', '.join(EAGERNESS)},"
+            f" got {ns.stt_eagerness!r}"
+        )
+    strong, weak = EAGERNESS[level]
+    if ns.stt_endpoint_ms.strip():
+        strong = _at_least("--stt-endpoint-ms", ns.stt_endpoint_ms, 0)
+    if ns.stt_endpoint_weak_ms.strip():
+        weak = _at_least("--stt-endpoint-weak-ms", ns.stt_endpoint_weak_ms, 0)
+    return strong, weak
+
+
 def _check_own_vad(ns: argparse.Namespace) -> None:
     """The own end of speech is built on early transcription and the end of turn: without
     them no turn could end before the 15 s cap."""
     if not _bool("--stt-own-vad", ns.stt_own_vad):
         return
     early = _at_least("--stt-early-pause-ms", ns.stt_early_pause_ms, 0)
-    endpoint = _at_least("--stt-endpoint-ms", ns.stt_endpoint_ms, 0)
+    endpoint = _endpoints(ns)[0]
     hold = _at_least("--stt-incomplete-hold-ms", ns.stt_incomplete_hold_ms, 1)
     if not early or not endpoint:
         raise SystemExit(
@@ -166,6 +188,7 @@ def parse_settings(
     """Parse flags over environment defaults; exit with a clear message on bad values."""
     ns = build_parser(os.environ if environ is None else environ).parse_args(argv)
     _check_own_vad(ns)
+    endpoint, weak = _endpoints(ns)
     speed = _positive("--tts-speed", ns.tts_speed, float) if ns.tts_speed else None
     return Settings(
         uri=ns.uri,
@@ -179,8 +202,8 @@ def parse_settings(
         stt_prompt=ns.stt_prompt,
         stt_early_pause_ms=_at_least("--stt-early-pause-ms", ns.stt_early_pause_ms, 0),
         stt_early_max=_at_least("--stt-early-max", ns.stt_early_max, 1),
-        stt_endpoint_ms=_at_least("--stt-endpoint-ms", ns.stt_endpoint_ms, 0),
-        stt_endpoint_weak_ms=_at_least("--stt-endpoint-weak-ms", ns.stt_endpoint_weak_ms, 0),
+        stt_endpoint_ms=endpoint,
+        stt_endpoint_weak_ms=weak,
         stt_own_vad=_bool("--stt-own-vad", ns.stt_own_vad),
         stt_incomplete_hold_ms=_at_least("--stt-incomplete-hold-ms", ns.stt_incomplete_hold_ms, 1),
         tts_url=ns.tts_openai_url.rstrip("/"),

@@ -60,19 +60,26 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("--stt-early-max", ("STT_EARLY_MAX",), "3", "early transcriptions per utterance"),
     Flag(
+        "--stt-eagerness",
+        ("STT_EAGERNESS",),
+        "medium",
+        "how soon the gateway ends a turn whose words read complete: low, medium or high (each"
+        " a pair of the two endpoints below; docs/gateway.md's table says what each trades)",
+    ),
+    Flag(
         "--stt-endpoint-ms",
         ("STT_ENDPOINT_MS",),
-        "400",
+        "",
         "an early transcript that reads complete after a pause this long ends the turn before"
-        " audio-stop; 0 = off",
+        " audio-stop; 0 = off; empty = by --stt-eagerness",
     ),
     Flag(
         "--stt-endpoint-weak-ms",
         ("STT_ENDPOINT_WEAK_MS",),
-        "700",
+        "",
         "the pause an early transcript that reads complete only weakly needs (its last words"
         " may be a cut-off 'the' or 'to' misheard: 'in it', 'in there', 'me too'); 0 = the"
-        " same as --stt-endpoint-ms",
+        " same as --stt-endpoint-ms; empty = by --stt-eagerness",
     ),
     Flag(
         "--stt-own-vad",
