@@ -38,12 +38,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -78,6 +75,7 @@ from voice_stack_bench.endpoint.turns import (
     stream_turn,
     turn_reasons,
 )
+from voice_stack_bench.running import print_measured
 from voice_stack_dev.paths import REPO
 from voice_stack_dev.procs import Service
 from voice_stack_dev.speech_asr import add_mode_arguments
@@ -323,14 +321,7 @@ def main() -> None:
     )
     add_mode_arguments(parser)
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the servers on the way out
-    logs = Path(tempfile.mkdtemp(prefix="endpoint-bench-"))
-    started: list[Service] = []
-    try:
-        print(json.dumps(measure(args, logs, started.append), indent=1))
-    finally:
-        for service in reversed(started):
-            service.stop()
+    print_measured("endpoint-bench-", lambda logs, started: measure(args, logs, started))
 
 
 if __name__ == "__main__":

@@ -33,12 +33,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
-import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -46,7 +43,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from voice_stack_bench.e2e.asr import asr_state, mode_facts, prime, set_asr_mode
+from voice_stack_bench.e2e.asr import (
+    asr_state,
+    match_by_prefix,
+    mode_facts,
+    prime,
+    prime_cuts_ms,
+    set_asr_mode,
+)
 from voice_stack_bench.endpoint.corpus import BYTES_PER_MS, Spoken, load_corpus, speak
 from voice_stack_bench.endpoint.gateways import DEFAULT_HOLD_S, Setting, start_gateways
 from voice_stack_bench.endpoint.ha_hold import ENHANCED, HOLDS_S
@@ -60,12 +64,12 @@ from voice_stack_bench.room.turn_report import figures, goals
 from voice_stack_bench.room.turns import Heard, Hold, Target, heard, hold_ends, holds_alone, play
 from voice_stack_bench.room.turns import targets as lane_targets
 from voice_stack_bench.room.voices import speak_espeak
+from voice_stack_bench.running import print_measured
 from voice_stack_dev.gateway import start_wyoming_openai
 from voice_stack_dev.procs import Service
 from voice_stack_dev.speech_asr import add_mode_arguments
 from voice_stack_dev.speech_server import STT_MODEL, start_speech_server
 
-EARLY_PAUSE_MS = 300  # the gateway's STT_EARLY_PAUSE_MS: where its first request cuts
 SETTINGS = (
     Setting("gateway_medium", {"STT_EAGERNESS": "medium"}, DEFAULT_HOLD_S,
             "the default, STT_EAGERNESS=medium; HA's 0.7 s hold behind"),
@@ -127,17 +131,9 @@ def all_hold_ends(scenes: list[Heard]) -> list[dict[str, float | None]]:
 
 
 def primes(scenes: list[Heard]) -> list[bytes]:
-    """What fast mode answers from: each scene's audio up to where its speech starts (an
-    upload cut inside the first words gets whisper's transcript of none of them), and up to
-    each part's end, and 300 ms after it (where the gateway's first request cuts)."""
-
-    def upto(scene: Heard, ms: float) -> bytes:
-        return scene.audio[: round((LEAD_MS + ms) * BYTES_PER_MS)]
-
-    return [upto(s, at) for s in scenes
-            for at in (s.spoken.spans_ms[0][0] + 20,
-                       *(end + pad for _start, end in s.spoken.spans_ms
-                         for pad in (0, EARLY_PAUSE_MS)))]  # fmt: skip
+    """What fast mode answers from: each scene's audio up to each of asr.prime_cuts_ms."""
+    return [s.audio[: round((LEAD_MS + at) * BYTES_PER_MS)]
+            for s in scenes for at in prime_cuts_ms(s.spoken.spans_ms)]  # fmt: skip
 
 
 class Lanes:
@@ -145,6 +141,7 @@ class Lanes:
 
     def __init__(self, speech: Service, logs: Path, args: argparse.Namespace,
                  stop: Callable[[Service], None]) -> None:  # fmt: skip
+        self.speech_url = speech.url
         self.lanes: list[dict[str, Target]] = []
         self.skipped: dict[str, str] = {}
         for i in range(args.lanes):
@@ -188,7 +185,7 @@ async def run_scenes(lanes: Lanes, scenes: list[Heard], ends: list[dict[str, flo
 
 async def run_mode(mode: str, args: argparse.Namespace, lanes: Lanes, scenes: list[Heard],
                    logs: Path) -> dict[str, Any]:  # fmt: skip
-    speech_url = args.speech_url
+    speech_url = lanes.speech_url
     log(f"ASR mode {mode}: {len(scenes)} scenes; HA's holds on each")
     started, load = time.monotonic(), os.getloadavg()
     ends = all_hold_ends(scenes)
@@ -256,7 +253,6 @@ def measure(args: argparse.Namespace, logs: Path, stop: Callable[[Service], None
     stop(speech)
     piper = {sp.entry.id: sp for sp in asyncio.run(speak(speech.url, corpus.entries))}
     grids = {m: grid_of(m, args.quick, corpus.quick) for m in args.asr}
-    args.speech_url = speech.url
     lanes = Lanes(speech, logs, args, stop)
     modes = {}
     for mode, grid in grids.items():
@@ -269,13 +265,8 @@ def measure(args: argparse.Namespace, logs: Path, stop: Callable[[Service], None
 
 
 async def _with_match(speech_url: str, run: Any) -> Any:
-    """Prefix matching on for the run (speech_asr): fast mode's answers in noise."""
-    import aiohttp
-
-    async with aiohttp.ClientSession() as session:
-        put = session.put(f"{speech_url}/dev/asr", json={"match": "prefix"})
-        async with put as resp:
-            resp.raise_for_status()
+    """Prefix matching on for the run: fast mode's answers in noise."""
+    await match_by_prefix(speech_url)
     return await run
 
 
@@ -286,14 +277,7 @@ def main() -> None:
     parser.add_argument("--gateway-src", type=Path, help="run the gateway from this tree")
     add_mode_arguments(parser)
     args = parser.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    logs = Path(tempfile.mkdtemp(prefix="room-bench-"))
-    started: list[Service] = []
-    try:
-        print(json.dumps(measure(args, logs, started.append), indent=1))
-    finally:
-        for service in reversed(started):
-            service.stop()
+    print_measured("room-bench-", lambda logs, started: measure(args, logs, started))
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from voice_stack_bench.e2e.asr import asr_state, prime, set_asr_mode
+from voice_stack_bench.e2e.asr import asr_state, match_by_prefix, prime, set_asr_mode
 from voice_stack_bench.e2e.modes import ModeRun, run_mode
 from voice_stack_bench.e2e.phases import (
     BROWSER_PARAGRAPHS,
@@ -64,7 +64,7 @@ from voice_stack_bench.e2e.phases import (
     utterances,
 )
 from voice_stack_bench.e2e.probes import LlamaProbe
-from voice_stack_bench.e2e.room import HEADLINE, InRoom, match_by_prefix, parse_heard
+from voice_stack_bench.e2e.room import HEADLINE, InRoom, parse_heard
 from voice_stack_bench.e2e.servers import Servers
 from voice_stack_bench.e2e.stacks import PLAN, STOCK_OPTIONS, set_up
 from voice_stack_bench.e2e.turns import HOLDS, QUESTIONS

@@ -28,9 +28,33 @@ async def asr_state(speech_url: str) -> dict[str, Any]:
         return state
 
 
+EARLY_PAUSE_MS = 300  # the gateway's STT_EARLY_PAUSE_MS: where its first request cuts
+FIRST_WORDS_MS = 20  # an upload cut inside the first words: whisper's transcript of none of them
+
+
+def prime_cuts_ms(spans_ms: Iterable[tuple[float, float]]) -> list[float]:
+    """Where speech in a room is primed for fast mode's prefix match (speech_asr), in ms of the
+    speech: its first sound + FIRST_WORDS_MS, then each part's end and EARLY_PAUSE_MS after it.
+    An upload is answered with the longest of these it reaches: the gateway's early request
+    (about 300 ms after the words), HA's audio-stop (about 1 s after)."""
+    spans = list(spans_ms)
+    ends = [end + pad for _start, end in spans for pad in (0, EARLY_PAUSE_MS)]
+    return [spans[0][0] + FIRST_WORDS_MS, *ends]
+
+
 async def set_asr_mode(speech_url: str, mode: str, delay_ms: float) -> dict[str, Any]:
     """Switch the speech server's ASR; its state after the switch."""
-    body = {"mode": mode, "delay_ms": delay_ms}
+    return await configure_asr(speech_url, {"mode": mode, "delay_ms": delay_ms})
+
+
+async def match_by_prefix(speech_url: str) -> dict[str, Any]:
+    """The speech server's memo answers a fast-mode upload by the primed audio it begins with
+    (speech in a room: no upload is ever the exact audio primed)."""
+    return await configure_asr(speech_url, {"match": "prefix"})
+
+
+async def configure_asr(speech_url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """PUT /dev/asr: the speech server's state after the change."""
     async with (
         aiohttp.ClientSession(timeout=TIMEOUT) as session,
         session.put(f"{speech_url}/dev/asr", json=body) as resp,

@@ -23,19 +23,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import aiohttp
-
 from voice_stack_dev.assist import Pacing
-from voice_stack_dev.demo.services import DemoError
 
 from ..endpoint.corpus import BYTES_PER_MS, Entry, Spoken, trim
-from .asr import SPEECH
-from .floor import TIMEOUT
+from .asr import EARLY_PAUSE_MS, FIRST_WORDS_MS, prime_cuts_ms
 from .turns import PACING, Utterance
 
 HEADLINE = "living/hvac@15"  # issue 34's figure: a medium room, 15 dB SNR
-EARLY_PAUSE_MS = 300  # the gateway's STT_EARLY_PAUSE_MS: where its first request cuts
-FIRST_WORDS_MS = 20  # an upload cut inside the first words: whisper's transcript of none of them
 
 
 def _room(module: str) -> Any:
@@ -116,15 +110,14 @@ class RoomAudio:
         return self._rendered[key]
 
     def primes(self, speech: bytes, lead_ms: int) -> list[bytes]:
-        """What fast mode answers from (the room bench's primes): the audio up to the first sound
-        + 20 ms, up to the end of the speech, and 300 ms after it. The memo's prefix match
-        answers an upload with the longest of these it reaches: the gateway's early request
-        (about 300 ms after the words), HA's audio-stop (about 1 s after), the floor's (0.7 s)."""
-        audio, lead = self.rendered(speech, lead_ms), lead_ms * BYTES_PER_MS
-        first = round(trim(speech)[1] * BYTES_PER_MS)  # where its first sound is
-        ends = (lead + first + FIRST_WORDS_MS * BYTES_PER_MS, lead + len(speech),
-                lead + len(speech) + EARLY_PAUSE_MS * BYTES_PER_MS)  # fmt: skip
-        return [audio[: end // 2 * 2] for end in ends]
+        """What fast mode answers from (asr.prime_cuts_ms; the floor's upload, 0.7 s after the
+        words, reaches the last too)."""
+        audio = self.rendered(speech, lead_ms)
+        first = trim(speech)[1]  # where its first sound is, ms
+        spans = [(first, len(speech) / BYTES_PER_MS)]
+        return [
+            audio[: round((lead_ms + at) * BYTES_PER_MS) // 2 * 2] for at in prime_cuts_ms(spans)
+        ]
 
 
 @dataclass(frozen=True)
@@ -182,16 +175,3 @@ class InRoom:
             " it begins with)",
             "primed": self.primed,
         }
-
-
-async def match_by_prefix(speech_url: str) -> dict[str, Any]:
-    """The speech server's memo answers a fast-mode upload by the primed audio it begins with."""
-    body = {"match": "prefix"}
-    async with (
-        aiohttp.ClientSession(timeout=TIMEOUT) as session,
-        session.put(f"{speech_url}/dev/asr", json=body) as resp,
-    ):
-        if resp.status != 200:
-            raise DemoError(SPEECH, f"PUT /dev/asr {body}: {resp.status} {await resp.text()}")
-        state: dict[str, Any] = await resp.json()
-        return state
