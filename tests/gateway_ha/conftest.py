@@ -20,7 +20,13 @@ def gateway_process(
         speech_server.url,
         tmp_path_factory.mktemp("gateway") / "gateway.log",
         port=port,
-        env={"STT_STREAMING_MODELS": "tiny.en", "GATEWAY_TTS_OUTPUT_RATE": "22050"},
+        # high eagerness: a complete request ends after 400 ms of quiet, inside HA's 0.7 s
+        # hold, so the satellite test can tell the gateway's end of turn from HA's
+        env={
+            "STT_STREAMING_MODELS": "tiny.en",
+            "GATEWAY_TTS_OUTPUT_RATE": "22050",
+            "STT_EAGERNESS": "high",
+        },
     )
     try:
         yield service, port
