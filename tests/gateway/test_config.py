@@ -61,7 +61,11 @@ def test_early_transcription_settings() -> None:
 
 def test_end_of_turn_settings() -> None:
     default = parse_settings([], {})
-    assert (default.stt_endpoint_ms, default.stt_endpoint_weak_ms) == EAGERNESS["medium"]
+    assert (
+        default.stt_endpoint_ms,
+        default.stt_endpoint_weak_ms,
+        default.stt_incomplete_hold_ms,
+    ) == EAGERNESS["medium"]
     assert parse_settings([], {"STT_ENDPOINT_MS": "0"}).stt_endpoint_ms == 0
     assert (
         parse_settings(["--stt-endpoint-ms", "500"], {"STT_ENDPOINT_MS": "0"}).stt_endpoint_ms
@@ -73,12 +77,24 @@ def test_end_of_turn_settings() -> None:
 
 
 @pytest.mark.parametrize("level", ["low", "medium", "high", " High "])
-def test_eagerness_sets_both_endpoints_unless_one_is_set(level: str) -> None:
-    pair = EAGERNESS[level.strip().lower()]
+def test_eagerness_sets_the_endpoints_and_hold_unless_one_is_set(level: str) -> None:
+    strong, weak, hold = EAGERNESS[level.strip().lower()]
     s = parse_settings([], {"STT_EAGERNESS": level})
-    assert (s.stt_endpoint_ms, s.stt_endpoint_weak_ms) == pair
+    assert (s.stt_endpoint_ms, s.stt_endpoint_weak_ms, s.stt_incomplete_hold_ms) == (
+        strong,
+        weak,
+        hold,
+    )
     own = parse_settings(["--stt-eagerness", level, "--stt-endpoint-ms", "550"], {})
-    assert (own.stt_endpoint_ms, own.stt_endpoint_weak_ms) == (550, pair[1])
+    assert (own.stt_endpoint_ms, own.stt_endpoint_weak_ms) == (550, weak)
+    held = parse_settings(["--stt-eagerness", level], {"STT_INCOMPLETE_HOLD_MS": "2000"})
+    assert held.stt_incomplete_hold_ms == 2000
+
+
+def test_the_own_hold_is_never_shorter_than_the_endpoint() -> None:
+    """A longer endpoint than the eagerness's hold raises the hold it did not set."""
+    s = parse_settings([], {"STT_EAGERNESS": "high", "STT_ENDPOINT_MS": "900"})
+    assert s.stt_incomplete_hold_ms == 900
 
 
 def test_an_unknown_eagerness_is_refused() -> None:
@@ -88,7 +104,7 @@ def test_an_unknown_eagerness_is_refused() -> None:
 
 def test_own_vad_settings() -> None:
     s = parse_settings([], {})
-    assert (s.stt_own_vad, s.stt_incomplete_hold_ms) == (False, 1300)
+    assert (s.stt_own_vad, s.stt_incomplete_hold_ms) == (False, EAGERNESS["medium"][2])
     on = parse_settings(["--stt-own-vad"], {"STT_INCOMPLETE_HOLD_MS": "900"})
     assert (on.stt_own_vad, on.stt_incomplete_hold_ms) == (True, 900)
     assert parse_settings([], {"STT_OWN_VAD": "1"}).stt_own_vad

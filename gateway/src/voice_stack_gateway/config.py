@@ -92,26 +92,30 @@ def _bool(name: str, value: str) -> bool:
     return word in _BOOL_TRUE
 
 
-# --stt-eagerness: (--stt-endpoint-ms, --stt-endpoint-weak-ms), chosen on the room corpus
-# (bench/room_bench.py; docs/gateway.md's table): high ends soonest and cuts the most pauses
-# where a request looks complete, low waits about as long as Home Assistant's default hold.
-EAGERNESS = {"low": (1000, 1300), "medium": (700, 1000), "high": (400, 700)}
+# --stt-eagerness: (--stt-endpoint-ms, --stt-endpoint-weak-ms, --stt-incomplete-hold-ms), chosen
+# on the room corpus (bench/room_bench.py; docs/gateway.md's table): high ends soonest and cuts
+# the most pauses where a request looks complete, low waits longer than Home Assistant's default
+# hold. With --stt-own-vad, words that do not read complete wait as long as weak ones: medium's
+# 1000 ms is HA's default hold + 0.3 s.
+EAGERNESS = {"low": (1000, 1300, 1300), "medium": (700, 1000, 1000), "high": (400, 700, 700)}
 
 
-def _endpoints(ns: argparse.Namespace) -> tuple[int, int]:
-    """The two endpoints: each as set, else the eagerness's."""
+def _endpoints(ns: argparse.Namespace) -> tuple[int, int, int]:
+    """The two endpoints and the own VAD's hold: each as set, else the eagerness's."""
     level = ns.stt_eagerness.strip().lower()
     if level not in EAGERNESS:
         raise SystemExit(
             f"voice-stack-gateway: --stt-eagerness must be one of {', '.join(EAGERNESS)},"
             f" got {ns.stt_eagerness!r}"
         )
-    strong, weak = EAGERNESS[level]
+    strong, weak, hold = EAGERNESS[level]
     if ns.stt_endpoint_ms.strip():
         strong = _at_least("--stt-endpoint-ms", ns.stt_endpoint_ms, 0)
     if ns.stt_endpoint_weak_ms.strip():
         weak = _at_least("--stt-endpoint-weak-ms", ns.stt_endpoint_weak_ms, 0)
-    return strong, weak
+    if ns.stt_incomplete_hold_ms.strip():
+        hold = _at_least("--stt-incomplete-hold-ms", ns.stt_incomplete_hold_ms, 1)
+    return strong, weak, max(hold, strong)
 
 
 def _check_own_vad(ns: argparse.Namespace) -> None:
@@ -121,13 +125,13 @@ def _check_own_vad(ns: argparse.Namespace) -> None:
         return
     early = _at_least("--stt-early-pause-ms", ns.stt_early_pause_ms, 0)
     endpoint = _endpoints(ns)[0]
-    hold = _at_least("--stt-incomplete-hold-ms", ns.stt_incomplete_hold_ms, 1)
     if not early or not endpoint:
         raise SystemExit(
             "voice-stack-gateway: --stt-own-vad needs early transcription and the end of turn"
             " (--stt-early-pause-ms and --stt-endpoint-ms above 0)"
         )
-    if hold < endpoint:
+    hold = ns.stt_incomplete_hold_ms.strip()
+    if hold and _at_least("--stt-incomplete-hold-ms", hold, 1) < endpoint:
         raise SystemExit(
             f"voice-stack-gateway: --stt-incomplete-hold-ms ({hold}) must be at least"
             f" --stt-endpoint-ms ({endpoint})"
@@ -188,7 +192,7 @@ def parse_settings(
     """Parse flags over environment defaults; exit with a clear message on bad values."""
     ns = build_parser(os.environ if environ is None else environ).parse_args(argv)
     _check_own_vad(ns)
-    endpoint, weak = _endpoints(ns)
+    endpoint, weak, hold = _endpoints(ns)
     speed = _positive("--tts-speed", ns.tts_speed, float) if ns.tts_speed else None
     return Settings(
         uri=ns.uri,
@@ -205,7 +209,7 @@ def parse_settings(
         stt_endpoint_ms=endpoint,
         stt_endpoint_weak_ms=weak,
         stt_own_vad=_bool("--stt-own-vad", ns.stt_own_vad),
-        stt_incomplete_hold_ms=_at_least("--stt-incomplete-hold-ms", ns.stt_incomplete_hold_ms, 1),
+        stt_incomplete_hold_ms=hold,
         tts_url=ns.tts_openai_url.rstrip("/"),
         tts_key=ns.tts_openai_key,
         tts_models=split_list(ns.tts_models),

@@ -64,7 +64,8 @@ FLAGS: tuple[Flag, ...] = (
         ("STT_EAGERNESS",),
         "medium",
         "how soon the gateway ends a turn whose words read complete: low, medium or high (each"
-        " a pair of the two endpoints below; docs/gateway.md's table says what each trades)",
+        " a set of the two endpoints and the hold below; docs/gateway.md's table says what each"
+        " trades)",
     ),
     Flag(
         "--stt-endpoint-ms",
@@ -92,8 +93,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--stt-incomplete-hold-ms",
         ("STT_INCOMPLETE_HOLD_MS",),
-        "1300",
-        "with --stt-own-vad: the pause that ends a turn whose words do not read complete",
+        "",
+        "with --stt-own-vad: the pause that ends a turn whose words do not read complete;"
+        " empty = by --stt-eagerness (as --stt-endpoint-weak-ms)",
     ),
     Flag(
         "--tts-openai-url", ("TTS_OPENAI_URL",), "http://127.0.0.1:8880/v1", "TTS server base URL"
