@@ -12,7 +12,6 @@ import pytest
 from wyoming.audio import AudioChunk, AudioStop
 
 from voice_stack_bench.room.scene import in_room
-from voice_stack_dev.wavs import tone
 from voice_stack_gateway.gateway import Gateway
 from voice_stack_gateway.metrics import Kind
 from voice_stack_gateway.stt.turn import CAP_MS
@@ -94,17 +93,20 @@ async def test_no_speech_is_an_empty_transcript_at_the_cap(
 
 
 async def test_speech_to_the_cap_is_answered_by_the_whole_audio(
+    phrases: dict[str, bytes],  # noqa: F811
     worded: Worded,  # noqa: F811
     make_gateway: GatewayFactory,
     client: Clients,
 ) -> None:
     gw = await own_gateway(make_gateway, worded)
     seconds = CAP_MS / 1000
+    talk = phrases["light"] + phrases["blinds"]  # speech with no pause as long as the hold
+    audio = (talk * (int(seconds * 32000) // len(talk) + 1))[: int(seconds * 32000)]
     async with client(gw) as c:
-        await start(c, tone(seconds - 0.02, 16000))  # sound without a pause
+        await start(c, audio[:-640])
         await fed(c)
         assert not ended(gw)
-        await c.send(AudioChunk(16000, 2, 1, tone(0.02, 16000)).event())
+        await c.send(AudioChunk(16000, 2, 1, audio[-640:]).event())
         assert texts(await c.read_until("transcript")) == [
             f"transcript:heard {int(seconds * 32000) + 44} bytes"
         ]
@@ -145,3 +147,24 @@ async def test_a_room_with_a_fan_ends_on_the_words_not_the_cap(
         await start(c, audio)  # no audio-stop, ever; the fan goes on to the end
         assert texts(await c.read_until("transcript")) == ["transcript:Turn on the kitchen light."]
     assert turn_end(gw) == {"gateway": 1, "client": 0}
+
+
+async def test_a_room_too_noisy_for_webrtcvad_ends_on_the_hold_not_the_cap(
+    phrases: dict[str, bytes],  # noqa: F811
+    worded: Worded,  # noqa: F811
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    """A fan 3 dB below the voice: too noisy to judge pauses, so no early request and no end
+    by the words; webrtcvad hears the fan as speech to the cap, HA's microVAD hears the pause,
+    and the hold ends the turn (HA runs no VAD of its own to leave it to)."""
+    audio, _last = in_room(
+        "Turn on the kitchen light.", phrases["light"], "living/hvac@3", 300, CAP_MS + 500
+    )
+    gw = await own_gateway(make_gateway, worded)
+    worded.texts = ["Turn on the kitchen light."]
+    async with client(gw) as c:
+        await start(c, audio)
+        assert texts(await c.read_until("transcript")) == ["transcript:Turn on the kitchen light."]
+    assert turn_end(gw) == {"gateway": 0, "client": 0, "gateway_hold": 1}
+    assert gw.metrics.too_noisy == 1

@@ -101,3 +101,31 @@ def test_too_noisy_to_judge(phrase: bytes) -> None:
         vad.is_speech(f)
     assert vad.too_noisy
     assert -45 < vad.noise_dbfs < -25  # the speech is set to -30 dBFS, the fan 2 dB below
+
+
+def _longest_pause_after(vad: SpeechFrames, audio: bytes, last_ms: float) -> int:
+    """The longest run of frames the detector calls silence after the last word (ms)."""
+    longest = quiet = 0
+    for i, f in enumerate(frames(audio)):
+        quiet = 0 if vad.is_speech(f) else quiet + 1
+        if (i + 1) * 20 >= last_ms:
+            longest = max(longest, quiet * 20)
+    return longest
+
+
+def test_too_noisy_the_own_vad_asks_microvad(phrase: bytes) -> None:
+    """A fan 3 dB below the voice: too noisy for webrtcvad, which hears speech for ever after
+    the words; with `model_when_noisy` (the own VAD) HA's microVAD hears the pause instead."""
+    audio, last = in_room("Turn on the kitchen light.", phrase, "living/hvac@3", 300, 6000)
+    plain, own = SpeechFrames(), SpeechFrames(model_when_noisy=True)
+    assert _longest_pause_after(plain, audio, last) < 1000
+    assert plain.too_noisy
+    assert _longest_pause_after(own, audio, last) >= 2000
+
+
+def test_the_model_is_not_asked_in_a_quiet_room(phrase: bytes) -> None:
+    """Not too noisy: the frames are judged as without the model, and it is never made."""
+    audio, _last = in_room("Turn on the kitchen light.", phrase, "living/hvac@20", 300, 3000)
+    plain, own = SpeechFrames(), SpeechFrames(model_when_noisy=True)
+    assert [plain.is_speech(f) for f in frames(audio)] == [own.is_speech(f) for f in frames(audio)]
+    assert own._model is None

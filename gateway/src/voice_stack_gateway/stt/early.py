@@ -131,11 +131,12 @@ class EarlyTranscription:
         start: Callable[[], Transcription],
         pause_ms: int,
         max_cuts: int,
+        frames: Frames | None = None,
     ) -> None:
         self._metrics = metrics
         self._start = start
         self._max = max_cuts
-        self._detector = PauseDetector(pause_ms)
+        self._detector = PauseDetector(pause_ms, frames)
         self.cuts = 0
         self.current: Transcription | None = None
         self._dropped: list[Transcription] = []

@@ -23,6 +23,7 @@ from .early import EarlyTranscription
 from .transcription import Transcription
 from .turn import Answer, End, Happening, Heard, Phase, Rules, decide
 from .utterance import Utterance
+from .vad import SpeechFrames
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -121,7 +122,11 @@ class SttHandler:
         if not opts.early_pause_ms:
             return Turn(utterance, None, None)
         early = EarlyTranscription(
-            ctx.metrics, utterance.snapshot_request, opts.early_pause_ms, opts.early_max
+            ctx.metrics,
+            utterance.snapshot_request,
+            opts.early_pause_ms,
+            opts.early_max,
+            SpeechFrames(model_when_noisy=opts.own_vad),  # no HA VAD to leave a noisy room to
         )
         hold = opts.incomplete_hold_ms if opts.own_vad else None
         rules = Rules.of(opts.endpoint_ms, opts.endpoint_weak_ms, hold, language)
