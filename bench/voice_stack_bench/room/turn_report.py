@@ -142,7 +142,8 @@ def looks_complete(facts: dict[str, Row], results: Results, settings: list[str])
 
 def own_vad_goal(facts: dict[str, Row], results: Results, cap_ms: float) -> Row:
     """--stt-own-vad: never the cap on audio HA's default hold ends, and never later than that
-    hold + 0.3 s where it ends the turn after it."""
+    hold + 0.3 s where it ends the turn after it. Where the hold cut the request short, the own
+    VAD waiting for the last word is no lateness (that cut is the cannot-end goal's)."""
     capped, late = [], []
     for s, f in facts.items():
         pair = _pairs(results, [s], OWN_VAD, HA_DEFAULT)
@@ -153,7 +154,7 @@ def own_vad_goal(facts: dict[str, Row], results: Results, cap_ms: float) -> Row:
             continue  # HA's hold did not end this audio either
         if own["ended_ms"] + f["last_word_at_ms"] >= cap_ms - 40:
             capped.append(s)
-        elif own["ended_ms"] > ha["ended_ms"] + OWN_VAD_MARGIN_MS:
+        elif not ha["cut_short"] and own["ended_ms"] > ha["ended_ms"] + OWN_VAD_MARGIN_MS:
             late.append({"scene": s, "own_ms": own["ended_ms"], HA_DEFAULT: ha["ended_ms"]})
     return {"capped_where_ha_ended": capped, "later_than_ha_plus_300ms": late,
             "met": not capped and not late}  # fmt: skip
