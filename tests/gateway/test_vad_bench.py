@@ -1,6 +1,7 @@
 """bench/vad_bench.py: the speech detectors side by side on the room corpus. Its --quick grid once
-through the real speech server and HA's segmenter (ha11), the document's shape checked, and the
-gateway's detector seeing every end in the quiet room; and the report's arithmetic on its own.
+through the real speech server and HA's segmenter (ha11), the document's shape checked (the human
+recordings reported as the voice "recorded"), and the gateway's detector seeing every end in the
+quiet room; and the report's arithmetic on its own.
 No timing figure is asserted: speed is the bench's to report."""
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ def test_the_quick_document(quick: dict[str, Any]) -> None:
     setup = quick["setup"]
     assert set(setup["rooms"]) == {"near", "kitchen", "living", "hall"}
     assert all(r["rt60_measured_s"] > 0 for r in setup["rooms"].values())
-    assert set(setup["voices"]) == {"piper", "en-us+m3", "en-gb+f3"}
+    assert set(setup["voices"]) == {"piper", "en-us+m3", "en-gb+f3", "recorded"}
     assert setup["versions"]["ha11"]["homeassistant"]
-    assert setup["scenes"] == 9  # 3 cells x 1 utterance of each class
+    assert setup["scenes"] == 12  # 3 cells x (1 utterance of each class + 1 recording)
+    assert len(setup["recorded"]["recordings"]) == 3
+    assert "Carnegie Mellon" in setup["recorded"]["licence"]
     for group in [quick["overall"], *(g for f in FAMILIES for g in quick[f].values())]:
         for name in DETECTORS:
             assert group[name].keys() >= DETECTOR_KEYS
@@ -41,14 +44,16 @@ def test_the_quick_document(quick: dict[str, Any]) -> None:
         assert "too_noisy" in group["gateway"]
     assert set(quick["by_noise"]) == {QUIET, "hvac", "babble"}
     assert set(quick["by_snr"]) == {"quiet", "10"}
+    assert quick["by_voice"]["recorded"]["n"] == 3
+    assert quick["by_voice"]["recorded"]["gateway"].keys() >= DETECTOR_KEYS
     assert isinstance(quick["gateway_worse"], list)
 
 
 def test_the_gateway_sees_every_end_in_the_quiet_room(quick: dict[str, Any]) -> None:
     quiet = quick["by_noise"][QUIET]["gateway"]
-    assert quiet["n"] == 3
+    assert quiet["n"] == 4  # the three classes and a recording
     assert quiet["missed_ends"] == 0
-    assert quiet["end_ms"]["n"] == 3
+    assert quiet["end_ms"]["n"] == 4
     assert quiet["too_noisy"] == 0
 
 

@@ -1,6 +1,7 @@
 """The speech detector bench's setup block: the rooms as simulated (their RT60 measured on the
-impulse response), the noises, the SNR's definition, the voices, what is measured and how, the
-box, and every detector's package version."""
+impulse response), the noises, the SNR's definition, the voices (the human recordings' source,
+licence and trimmed spans among them), what is measured and how, the box, and every detector's
+package version."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ import subprocess
 from collections import Counter
 from typing import Any
 
-from voice_stack_bench.endpoint.corpus import Entry
+from voice_stack_bench.endpoint.corpus import Entry, Spoken
 from voice_stack_dev.speech_server import TTS_MODEL
 
 from . import noise
 from .acoustics import ROOMS, impulse_response, measured_rt60
-from .grid import PIPER, Grid, Planned
+from .grid import PIPER, RECORDED, Grid, Planned
 from .measure import HA_AFTER_MS, LEAD_MS
 from .pauses import LATE_MS, MIN_SPEECH_MS, PAUSE_MS
+from .recorded import FLOOR_MARGIN, FLOOR_SHARE, LICENCE, RECORDINGS, SDIST_SHA256, SDIST_URL
 from .scene import SPEECH_DBFS
 from .voices import ESPEAK_VOICES, WPM
 
@@ -64,14 +66,42 @@ def _doc(thing: object) -> str:
     return " ".join((thing.__doc__ or "").split())
 
 
-def setup_facts(grid: Grid, entries: tuple[Entry, ...], plan: list[Planned]) -> dict[str, Any]:
-    classes = Counter(p.entry.kind for p in plan)
+def recorded_facts(recordings: tuple[Spoken, ...]) -> dict[str, Any]:
+    """Where the human recordings come from, their licence, and each one heard: its text, where
+    that text comes from, its speech once trimmed, and what was cut before and after it."""
+    made = {r.id: r for r in RECORDINGS}
     return {
+        "source": f"{SDIST_URL} (sha256 {SDIST_SHA256}), test/data",
+        "licence": LICENCE,
+        "trim": "corpus.trim at the recording's own level: a sample is sound above "
+        f"{FLOOR_MARGIN:g} x the loudest sample of its quietest {FLOOR_SHARE:.0%} of 20 ms frames",
+        "recordings": {
+            sp.entry.id: {"file": made[sp.entry.id].member, "text": sp.entry.text,
+                          "text_from": made[sp.entry.id].text_from,
+                          "speech_ms": round(sp.spans_ms[-1][1], 1),
+                          "cut_ms": list(sp.trimmed_ms[0])}
+            for sp in recordings
+        },
+    }  # fmt: skip
+
+
+def setup_facts(
+    grid: Grid, entries: tuple[Entry, ...], plan: list[Planned], recordings: tuple[Spoken, ...] = ()
+) -> dict[str, Any]:
+    classes = Counter(p.entry.kind for p in plan)
+    voices = {PIPER: f"the speech server's piper ({TTS_MODEL})"} | {
+        v: f"espeak-ng {_espeak_version()} voice {v} at {WPM} wpm" for v in ESPEAK_VOICES
+    }
+    if recordings:
+        voices[RECORDED] = "human speech: pocketsphinx 5.1.1's test recordings (16 kHz mono), " \
+            "each an utterance of its own, class complete"  # fmt: skip
+    doc = {
         "grid": grid.describe(),
         "scenes": len(plan),
         "scenes_per_class": dict(classes),
         "corpus": f"{len(entries)} utterances of bench/endpoint_corpus.json, "
-        f"{len({p.entry.id for p in plan})} of them heard",
+        f"{len({p.entry.id for p in plan if p.voice != RECORDED})} of them heard"
+        + (f"; and {len(recordings)} human recordings" if recordings else ""),
         "rooms": rooms(),
         "room_simulation": "pyroomacoustics image sources, shoebox rooms; the microphone 1 m high "
         "0.5 m from a wall, the talker at 1.6 m; noise from a place (babble, tv, dishes) from "
@@ -79,8 +109,7 @@ def setup_facts(grid: Grid, entries: tuple[Entry, ...], plan: list[Planned]) -> 
         "noises": {kind: _doc(make) for kind, make in NOISES.items()},
         "snr": f"the speech's level while the dry speech sounds (each part's span) over the "
         f"noise's mean power over the whole scene; the speech set to {SPEECH_DBFS:g} dBFS",
-        "voices": {PIPER: f"the speech server's piper ({TTS_MODEL})"}
-        | {v: f"espeak-ng {_espeak_version()} voice {v} at {WPM} wpm" for v in ESPEAK_VOICES},
+        "voices": voices,
         "audio": f"16 kHz mono, {LEAD_MS} ms before the speech; each part trimmed and joined by "
         "the corpus's exact pause; the detectors hear up to "
         f"{LATE_MS} ms after the last word, HA's segmenter up to {HA_AFTER_MS} ms after it",
@@ -100,3 +129,6 @@ def setup_facts(grid: Grid, entries: tuple[Entry, ...], plan: list[Planned]) -> 
         "versions": {p: _version(p) for p in PACKAGES},
         "cpus": os.cpu_count(),
     }
+    if recordings:
+        doc["recorded"] = recorded_facts(recordings)
+    return doc

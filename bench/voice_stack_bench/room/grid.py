@@ -1,6 +1,7 @@
 """What the speech detector bench (bench/vad_bench.py) measures: every room, with no noise and with
 each noise kind at each SNR (a cell), and in each cell a rotating few of the cut-off corpus's
-utterances, the same number of each class, in rotating voices.
+utterances, the same number of each class, in rotating voices; and, where the grid asks for them,
+a rotating few human recordings (recorded.py, class "complete", voice RECORDED) after them.
 
 The rotation walks each class's utterances and the voices on from one cell to the next, so over
 the grid every utterance is heard, in every room and noise kind, in each voice about as often;
@@ -20,6 +21,7 @@ from .voices import ESPEAK_VOICES
 
 PIPER = "piper"  # the speech server's piper voice (joe), spoken through corpus.speak()
 VOICES = (PIPER, *ESPEAK_VOICES)
+RECORDED = "recorded"  # human speech, recorded (recorded.py): its own utterances, in no other voice
 QUIET = "none"  # the noise kind of a cell without noise
 SNRS_DB = (5, 10, 15, 20, 30)
 CLASSES = ("complete", "pause_cannot_end", "pause_looks_complete")
@@ -63,6 +65,7 @@ class Grid:
     snrs_db: tuple[int, ...]
     per_class: int  # utterances of each class in a cell
     entry_ids: tuple[str, ...] | None = None  # the corpus's utterances to rotate (None: all)
+    recorded_per_cell: int = 0  # human recordings in a cell, after the corpus's utterances
 
     def cells(self) -> list[Cell]:
         out = []
@@ -71,10 +74,14 @@ class Grid:
             out += [Cell(room, kind, snr) for kind in self.kinds for snr in self.snrs_db]
         return out
 
-    def plan(self, entries: tuple[Entry, ...]) -> list[Planned]:
+    def plan(self, entries: tuple[Entry, ...], recorded: tuple[Entry, ...] = ()) -> list[Planned]:
         """Every cell's scenes: cell i takes the next `per_class` utterances of each class; an
         utterance heard for the k-th time, in slot s of its cell, takes the voice (k + s) mod
-        the voices (so each utterance goes through every voice, and a cell mixes them)."""
+        the voices (so each utterance goes through every voice, and a cell mixes them). Then
+        it takes the next `recorded_per_cell` of the `recorded` utterances, in their own voice
+        RECORDED (the corpus's scenes stay as they are without them)."""
+        if self.recorded_per_cell and not recorded:
+            raise ValueError("the grid asks for recorded utterances and none are given")
         chosen = [e for e in entries if self.entry_ids is None or e.id in self.entry_ids]
         by_class = {kind: [e for e in chosen if e.kind == kind] for kind in CLASSES}
         if not all(by_class.values()):
@@ -91,20 +98,30 @@ class Grid:
                     out.append(Planned(cell, entry, voice, seed=i * 16 + slot))
                     heard[entry.id] += 1
                     slot += 1
+            for j in range(self.recorded_per_cell):
+                entry = recorded[(i * self.recorded_per_cell + j) % len(recorded)]
+                out.append(Planned(cell, entry, RECORDED, seed=i * 16 + slot))
+                slot += 1
         return out
 
     def describe(self) -> str:
         scope = "every utterance" if self.entry_ids is None else ", ".join(self.entry_ids)
+        recorded = (
+            f"; and {self.recorded_per_cell} human recording(s) rotating (voice {RECORDED})"
+            if self.recorded_per_cell else ""
+        )  # fmt: skip
         return (
             f"{len(self.cells())} cells (rooms {', '.join(self.rooms)}; no noise, and "
             f"{', '.join(self.kinds)} at {', '.join(map(str, self.snrs_db))} dB), each with "
             f"{self.per_class} utterance(s) of each class rotating over {scope}, voices rotating"
+            f"{recorded}"
         )
 
 
 def grid_for(quick: bool, corpus: Corpus) -> Grid:
     """The default grid, or --quick's: one room, a steady noise and babble at 10 dB, the corpus's
-    quick subset (a smoke test)."""
+    quick subset (a smoke test); in each cell as many human recordings as utterances of a class."""
     if quick:
-        return Grid(("living",), ("hvac", "babble"), (10,), per_class=1, entry_ids=corpus.quick)
-    return Grid(tuple(ROOMS), KINDS, SNRS_DB, per_class=2)
+        return Grid(("living",), ("hvac", "babble"), (10,), per_class=1, entry_ids=corpus.quick,
+                    recorded_per_cell=1)  # fmt: skip
+    return Grid(tuple(ROOMS), KINDS, SNRS_DB, per_class=2, recorded_per_cell=2)

@@ -150,14 +150,18 @@ def own_vad_goal(facts: dict[str, Row], results: Results, cap_ms: float) -> Row:
         if not pair:
             continue
         own, ha = pair[0]
-        if ha["by"] != "ha_hold":
-            continue  # HA's hold did not end this audio either
-        if own["ended_ms"] + f["last_word_at_ms"] >= cap_ms - 40:
+        if ha["by"] != "ha_hold" or _at_cap(ha, f, cap_ms):
+            continue  # HA's hold did not end this audio either (its timeout is the cap)
+        if _at_cap(own, f, cap_ms):
             capped.append(s)
         elif not ha["cut_short"] and own["ended_ms"] > ha["ended_ms"] + OWN_VAD_MARGIN_MS:
             late.append({"scene": s, "own_ms": own["ended_ms"], HA_DEFAULT: ha["ended_ms"]})
     return {"capped_where_ha_ended": capped, "later_than_ha_plus_300ms": late,
             "met": not capped and not late}  # fmt: skip
+
+
+def _at_cap(row: Row, facts: Row, cap_ms: float) -> bool:
+    return bool(row["ended_ms"] + facts["last_word_at_ms"] >= cap_ms - 40)
 
 
 def early_goal(results: Results, gateways: list[str]) -> Row:
