@@ -272,7 +272,9 @@ async def _with_match(speech_url: str, run: Any) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="one room, one noise, 3 scenes")
+    parser.add_argument(
+        "--quick", action="store_true", help="one room, quiet and one noise, 6 scenes"
+    )
     parser.add_argument("--lanes", type=int, default=3, help="scenes played side by side")
     parser.add_argument("--gateway-src", type=Path, help="run the gateway from this tree")
     add_mode_arguments(parser)

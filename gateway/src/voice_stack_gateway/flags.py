@@ -95,7 +95,7 @@ FLAGS: tuple[Flag, ...] = (
         ("STT_INCOMPLETE_HOLD_MS",),
         "",
         "with --stt-own-vad: the pause that ends a turn whose words do not read complete;"
-        " empty = by --stt-eagerness (as --stt-endpoint-weak-ms)",
+        " empty = by --stt-eagerness (its weak endpoint + 300 ms)",
     ),
     Flag(
         "--tts-openai-url", ("TTS_OPENAI_URL",), "http://127.0.0.1:8880/v1", "TTS server base URL"
