@@ -13,6 +13,7 @@ from voice_stack_bench.room.turn_report import (
     figures,
     goals,
     looks_complete,
+    looks_complete_goal,
     own_vad_goal,
     summary,
     wer_goal,
@@ -216,6 +217,19 @@ def test_looks_complete_shares_overall_and_by_snr() -> None:
     }
 
 
+def test_looks_complete_goal_is_ha_s_share_plus_ten_points() -> None:
+    shares = {
+        HA: {"overall": 0.09},
+        GW: {"overall": 0.19},
+        OWN: {"overall": 0.192},
+        "gateway_none": {"overall": None},
+    }
+    assert looks_complete_goal(shares, [GW, OWN, "gateway_none"]) == {
+        GW: {"share": 0.19, HA: 0.09, "limit": 0.19, "met": True},
+        OWN: {"share": 0.192, HA: 0.09, "limit": 0.19, "met": False},
+    }
+
+
 # the own VAD -------------------------------------------------------------------------------
 
 
@@ -374,8 +388,9 @@ def test_goals_gathers_every_goal() -> None:
     settings = [GW, ANCHOR, HA]
     out = goals(facts, results, settings, "fast", CAP_MS)
     assert list(out) == ["complete_last_word_to_transcript", "cannot_end_cut_short",
-                         "looks_complete_cut_short_share", "looks_complete_limit", "own_vad",
-                         "early_requests", "word_error_rate"]  # fmt: skip
+                         "looks_complete_cut_short_share", "looks_complete_limit",
+                         "looks_complete_goal", "own_vad", "early_requests",
+                         "word_error_rate"]  # fmt: skip
     assert list(out["complete_last_word_to_transcript"]) == [GW]
     assert out["complete_last_word_to_transcript"][GW] == complete_goal(facts, results, GW, "fast")
     assert out["own_vad"] is None  # the own VAD did not run

@@ -140,6 +140,18 @@ def looks_complete(facts: dict[str, Row], results: Results, settings: list[str])
     }
 
 
+def looks_complete_goal(shares: Row, gateways: list[str]) -> Row:
+    """Each gateway's looks-complete share against HA's default hold's + LOOKS_MARGIN."""
+    ha = shares[HA_DEFAULT]["overall"]
+    out: Row = {}
+    for g in gateways:
+        ours = shares[g]["overall"]
+        if ours is not None and ha is not None:
+            limit = round(ha + LOOKS_MARGIN, 3)
+            out[g] = {"share": ours, HA_DEFAULT: ha, "limit": limit, "met": ours <= limit}
+    return out
+
+
 def own_vad_goal(facts: dict[str, Row], results: Results, cap_ms: float) -> Row:
     """--stt-own-vad: never the cap on audio HA's default hold ends, and never later than that
     hold + 0.3 s where it ends the turn after it. Where the hold cut the request short, the own
@@ -193,12 +205,16 @@ def _verdict(checks: list[Row], key: str) -> Row:
 def goals(facts: dict[str, Row], results: Results, settings: list[str], mode: str,
           cap_ms: float) -> Row:  # fmt: skip
     gateways = [n for n in settings if n.startswith("gateway_")]
+    shares = looks_complete(facts, results, settings)
     return {
         "complete_last_word_to_transcript": {g: complete_goal(facts, results, g, mode)
                                              for g in gateways},
         "cannot_end_cut_short": {g: cannot_end_goal(facts, results, g) for g in gateways},
-        "looks_complete_cut_short_share": looks_complete(facts, results, settings),
+        "looks_complete_cut_short_share": shares,
         "looks_complete_limit": f"{HA_DEFAULT}'s share + {LOOKS_MARGIN:.2f}",
+        "looks_complete_goal": looks_complete_goal(shares, gateways)
+        if HA_DEFAULT in shares
+        else None,
         "own_vad": own_vad_goal(facts, results, cap_ms) if OWN_VAD in settings else None,
         "early_requests": early_goal(results, gateways),
         "word_error_rate": wer_goal(results, gateways),
