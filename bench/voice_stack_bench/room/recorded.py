@@ -62,6 +62,11 @@ class Recording:
     text: str
     text_from: str  # the sdist's transcript, or what whisper heard (the sdist gives none)
 
+    @property
+    def entry(self) -> Entry:
+        """The recording as the corpus's one-part complete request."""
+        return Entry(self.id, "complete", (self.text,), 0)
+
 
 _CARDS = "test/data/cards/cards.transcription"
 _LIBRIVOX = "test/data/librivox/transcription"
@@ -85,7 +90,7 @@ RECORDINGS = (
               "test/data/librivox/sense_and_sensibility_01_austen_64kb-0930.wav",
               "he might even have been made amiable himself", _LIBRIVOX),
 )  # fmt: skip
-ENTRIES = tuple(Entry(r.id, "complete", (r.text,), 0) for r in RECORDINGS)
+ENTRIES = tuple(r.entry for r in RECORDINGS)
 
 
 class RecordingsUnavailable(RuntimeError):
@@ -189,9 +194,8 @@ def spoken_recording(recording: Recording, pcm: bytes) -> Spoken:
     first = round(before_ms * RATE / 1000)
     last = len(samples) - round(after_ms * RATE / 1000)
     speech = pcm[first * 2 : last * 2]
-    entry = Entry(recording.id, "complete", (recording.text,), 0)
     cut = ((round(before_ms, 1), round(after_ms, 1)),)
-    return Spoken(entry, speech, ((0.0, len(speech) / BYTES_PER_MS),), cut)
+    return Spoken(recording.entry, speech, ((0.0, len(speech) / BYTES_PER_MS),), cut)
 
 
 @cache
