@@ -13,7 +13,8 @@ of each class in each, voices rotating); real mode, whose whisper runs on every 
 with three noises at 10 and 20 dB.
 
 Each scene streams in real time, in 20 ms chunks, through every gateway setting at once: the
-eagerness levels (STT_EAGERNESS low, medium (the default), high), STT_ENDPOINT_MS=700, and
+eagerness levels (STT_EAGERNESS low, medium (the default), high), medium without the ASR's
+confidence (STT_UNSURE_LOGPROB=off: the words alone), and
 STT_OWN_VAD=1 (no audio-stop), each but the last with HA 2026.11's segmenter at its default
 0.7 s hold deciding audio-stop; and through wyoming-openai 0.8.0 behind the same hold (the
 anchor's transcript). HA's three holds alone, with its noise suppression and auto gain off (its
@@ -77,8 +78,9 @@ SETTINGS = (
             "STT_EAGERNESS=high (the 2026-12-02 default, 400/700 ms); HA's 0.7 s hold behind"),
     Setting("gateway_low", {"STT_EAGERNESS": "low"}, DEFAULT_HOLD_S,
             "STT_EAGERNESS=low; HA's 0.7 s hold behind"),
-    Setting("gateway_700", {"STT_ENDPOINT_MS": "700", "STT_ENDPOINT_WEAK_MS": "700"},
-            DEFAULT_HOLD_S, "STT_ENDPOINT_MS=700, one tier; HA's 0.7 s hold behind"),
+    Setting("gateway_medium_words", {"STT_EAGERNESS": "medium", "STT_UNSURE_LOGPROB": "off"},
+            DEFAULT_HOLD_S, "medium judging the words alone (no ASR confidence); HA's 0.7 s"
+            " hold behind"),
     Setting("gateway_own_vad", {"STT_OWN_VAD": "1"}, None,
             "STT_OWN_VAD=1 (medium): the gateway ends every turn, no audio-stop before the cap"),
 )  # fmt: skip

@@ -11,6 +11,9 @@ memo by transcribing each utterance once in `real` mode. `GET /dev/asr` reports 
 delay and the counts; `PUT /dev/asr` with `{"mode": ..., "delay_ms": ..., "match": ...}` switches
 it.
 
+The memo keeps whisper's avg_logprob (its lowest segment's) with the words, so fast mode answers
+`response_format=verbose_json` with the primed audio's confidence, as whisper gave it.
+
 Speech in a room has no digital silence: the noise runs from the first sample, so a gateway's
 early request cut at a pause the detector saw a little later or sooner is never the exact audio
 that was primed. With `"match": "prefix"` (the room bench), an exact miss is answered with the
@@ -44,7 +47,19 @@ HOW = (
 )
 
 type Array = Any  # numpy, loaded at run time (the harness imports this from every venv)
-type Words = list[str]
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """Whisper's words, all but the first with their leading space (the SSE deltas), and its
+    confidence: the lowest segment avg_logprob, None when whisper gave no segment."""
+
+    words: tuple[str, ...]
+    avg_logprob: float | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.words)
 
 
 def speech_key(audio: Array, language: str | None) -> str:
@@ -100,8 +115,9 @@ class AsrMemo:
     mode: str = "real"
     delay_ms: float = DEFAULT_DELAY_MS
     match: str = "exact"
-    transcripts: dict[str, Words] = field(default_factory=dict)
-    starts: dict[str, dict[int, Words]] = field(default_factory=dict)  # prefix -> length -> words
+    transcripts: dict[str, Transcript] = field(default_factory=dict)
+    # prefix key -> primed audio length (samples) -> its transcript
+    starts: dict[str, dict[int, Transcript]] = field(default_factory=dict)
     hits: int = 0  # fast answers from the memo
     prefix_hits: int = 0  # ...of them, answered by a primed audio the upload begins with
     misses: int = 0  # fast-mode uploads whisper had to transcribe
@@ -123,32 +139,32 @@ class AsrMemo:
             self.match = str(match)
         return None
 
-    def fast_answer(self, key: str, start: str = "", length: int = 0) -> Words | None:
-        """The remembered words when fast mode may answer with them (counted either way)."""
+    def fast_answer(self, key: str, start: str = "", length: int = 0) -> Transcript | None:
+        """The remembered transcript when fast mode may answer with it (counted either way)."""
         if self.mode != "fast":
             return None
-        words = self.transcripts.get(key)
-        if words is None and self.match == "prefix":
-            words = self._longest_within(start, length)
-            self.prefix_hits += words is not None
-        if words is None:
+        transcript = self.transcripts.get(key)
+        if transcript is None and self.match == "prefix":
+            transcript = self._longest_within(start, length)
+            self.prefix_hits += transcript is not None
+        if transcript is None:
             self.misses += 1
         else:
             self.hits += 1
-        return words
+        return transcript
 
-    def _longest_within(self, start: str, length: int) -> Words | None:
+    def _longest_within(self, start: str, length: int) -> Transcript | None:
         primed = [n for n in self.starts.get(start, {}) if n <= length]
         return self.starts[start][max(primed)] if primed else None
 
-    def remember(self, key: str, words: Words, start: str = "", length: int = 0) -> None:
+    def remember(self, key: str, transcript: Transcript, start: str = "", length: int = 0) -> None:
         if key in self.transcripts:
             return
         if len(self.transcripts) >= MEMO_LIMIT:  # the oldest goes (dicts keep insertion order)
             del self.transcripts[next(iter(self.transcripts))]
-        self.transcripts[key] = list(words)
+        self.transcripts[key] = transcript  # frozen: shared with every answer, never copied
         if start and len(self.starts) < MEMO_LIMIT:
-            self.starts.setdefault(start, {}).setdefault(length, list(words))
+            self.starts.setdefault(start, {}).setdefault(length, transcript)
 
     def state(self) -> dict[str, Any]:
         return {"mode": self.mode, "delay_ms": self.delay_ms, "match": self.match,
@@ -159,21 +175,21 @@ class AsrMemo:
 class Transcriber:
     """Transcriptions in the memo's mode; `whisper` is the blocking engine call."""
 
-    def __init__(self, whisper: Callable[[Array, str | None], Words], memo: AsrMemo) -> None:
+    def __init__(self, whisper: Callable[[Array, str | None], Transcript], memo: AsrMemo) -> None:
         self.whisper = whisper
         self.memo = memo
 
-    async def __call__(self, audio: Array, language: str | None) -> Words:
+    async def __call__(self, audio: Array, language: str | None) -> Transcript:
         key, start = speech_key(audio, language), prefix_key(audio, language)
-        words = self.memo.fast_answer(key, start, len(audio))
-        if words is not None:
+        transcript = self.memo.fast_answer(key, start, len(audio))
+        if transcript is not None:
             await asyncio.sleep(self.memo.delay_ms / 1000)
-            return list(words)
-        words = await asyncio.get_running_loop().run_in_executor(
+            return transcript
+        transcript = await asyncio.get_running_loop().run_in_executor(
             None, self.whisper, audio, language
         )
-        self.memo.remember(key, words, start, len(audio))
-        return words
+        self.memo.remember(key, transcript, start, len(audio))
+        return transcript
 
 
 def add_routes(app: web.Application, memo: AsrMemo) -> None:

@@ -2,7 +2,8 @@
 
 TTS: piper with the joe (en_US, 22.05 kHz) voice, streamed one sentence at a time and resampled
 to 24 kHz by default, like Kokoro-FastAPI. ASR: faster-whisper tiny.en (int8, CPU), answering
-JSON or, with stream=true, SSE `transcript.text.delta` (one per word) then `transcript.text.done`;
+OpenAI's response_format json, verbose_json (one segment with whisper's lowest avg_logprob) or
+text, or with stream=true SSE `transcript.text.delta` (one per word) then `transcript.text.done`;
 `--asr fast` (or PUT /dev/asr) models a GPU-class ASR instead (speech_asr). Models load once at
 startup, before the port opens. Runs in .cache/venv/speech:
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 from .paths import REPO, venv_bin
 from .procs import Service, free_port, jemalloc_env
-from .speech_asr import DEFAULT_DELAY_MS, MODES, AsrMemo, Transcriber, add_routes
+from .speech_asr import DEFAULT_DELAY_MS, MODES, AsrMemo, Transcriber, Transcript, add_routes
 from .wavs import wav_header
 
 _LOGGER = logging.getLogger("speech_server")
@@ -39,6 +40,8 @@ STT_MODEL = "tiny.en"
 VOICE = "joe"
 DEFAULT_RATE = 24000
 MAX_PIECE_WORDS = 30  # longest piece piper synthesizes at once (see synthesis_pieces)
+ASR_RATE = 16000  # uploads are decoded to this rate (decode_upload)
+RESPONSE_FORMATS = ("json", "verbose_json", "text")
 
 # The engines (numpy, piper, faster-whisper) exist only in the speech venv, while the harness
 # imports this module from every venv: they are loaded at run time, and arrays are typed Any.
@@ -92,8 +95,8 @@ class Engines:
             for chunk in self.voice.synthesize(piece, syn_config=config):
                 yield np.frombuffer(chunk.audio_int16_bytes, dtype=np.int16)
 
-    def transcribe(self, audio: Array, language: str | None) -> list[str]:
-        """Words (with their leading spaces) of the transcript of 16 kHz float32 audio."""
+    def transcribe(self, audio: Array, language: str | None) -> Transcript:
+        """Whisper's transcript of 16 kHz float32 audio."""
         np = _np()
 
         # tiny.en often drops a first word that starts right at sample 0; real microphones
@@ -109,9 +112,19 @@ class Engines:
                 without_timestamps=True,
                 condition_on_previous_text=False,
             )
-            text = "".join(seg.text for seg in segments)
-        words = text.strip().split(" ")
-        return [w if i == 0 else " " + w for i, w in enumerate(words) if w]
+            decoded = list(segments)  # a lazy generator: whisper decodes here, under the lock
+        return transcript_of(decoded)
+
+
+def transcript_of(segments: list[Any]) -> Transcript:
+    """faster-whisper's segments as a Transcript. Its confidence is the lowest segment
+    avg_logprob: one doubtful stretch is what a misheard head of a request looks like, and an
+    average over the segments would hide it."""
+    words = "".join(seg.text for seg in segments).strip().split(" ")
+    return Transcript(
+        words=tuple(w if i == 0 else " " + w for i, w in enumerate(words) if w),
+        avg_logprob=min((float(seg.avg_logprob) for seg in segments), default=None),
+    )
 
 
 def _bounded_session(model_path: Path) -> Any:
@@ -271,6 +284,11 @@ class SpeechApp:
             form = await request.post()
         except ValueError:
             return _error(400, "expected multipart/form-data")
+        stream = str(form.get("stream", "false")).lower() == "true"
+        fmt = str(form.get("response_format", "json"))
+        if not stream and fmt not in RESPONSE_FORMATS:  # before the audio is decoded and heard
+            return _error(400, f"response_format {fmt!r} not supported "
+                               f"({', '.join(RESPONSE_FORMATS)})")  # fmt: skip
         upload = form.get("file")
         if not isinstance(upload, web.FileField):
             return _error(400, "file is required")
@@ -278,21 +296,53 @@ class SpeechApp:
             audio = decode_upload(upload.file.read(), upload.content_type)
         except (ValueError, wave.Error, EOFError) as exc:
             return _error(400, f"unreadable audio: {exc}")
-        language = form.get("language")
-        words = await self.transcribe(audio, language if isinstance(language, str) else None)
-        text = "".join(words)
-        if str(form.get("stream", "false")).lower() != "true":
-            return web.json_response({"text": text})
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
-                                           "Cache-Control": "no-cache"})  # fmt: skip
-        await resp.prepare(request)
-        for word in words:
-            event = {"type": "transcript.text.delta", "delta": word}
-            await resp.write(f"data: {json.dumps(event)}\n\n".encode())
-        done = {"type": "transcript.text.done", "text": text}
-        await resp.write(f"data: {json.dumps(done)}\n\n".encode())
-        await resp.write_eof()
-        return resp
+        asked = form.get("language")
+        language = asked if isinstance(asked, str) else None
+        transcript = await self.transcribe(audio, language)
+        if stream:  # SSE whatever the response_format, as before
+            return await _stream(request, transcript)
+        return _transcription(transcript, fmt, language, len(audio) / ASR_RATE)
+
+
+def _transcription(
+    transcript: Transcript, fmt: str, language: str | None, duration: float
+) -> web.Response:
+    """A transcription in one of RESPONSE_FORMATS."""
+    from aiohttp import web
+
+    if fmt == "text":
+        return web.Response(text=transcript.text, content_type="text/plain")
+    if fmt == "verbose_json":
+        return web.json_response(verbose_json(transcript, language, duration))
+    return web.json_response({"text": transcript.text})
+
+
+def verbose_json(transcript: Transcript, language: str | None, duration: float) -> dict[str, Any]:
+    """OpenAI's verbose_json. One segment spans the audio: the memo keeps one confidence (the
+    lowest segment's), and one segment is what fast mode can answer just as real mode does; no
+    confidence (whisper heard nothing), no segment."""
+    segments = [] if transcript.avg_logprob is None else [
+        {"id": 0, "seek": 0, "start": 0.0, "end": duration, "text": transcript.text,
+         "avg_logprob": transcript.avg_logprob},
+    ]  # fmt: skip
+    return {"task": "transcribe", "language": language or "en", "duration": duration,
+            "text": transcript.text, "segments": segments}  # fmt: skip
+
+
+async def _stream(request: web.Request, transcript: Transcript) -> web.StreamResponse:
+    """SSE: a `transcript.text.delta` per word, then `transcript.text.done`."""
+    from aiohttp import web
+
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                       "Cache-Control": "no-cache"})  # fmt: skip
+    await resp.prepare(request)
+    for word in transcript.words:
+        event = {"type": "transcript.text.delta", "delta": word}
+        await resp.write(f"data: {json.dumps(event)}\n\n".encode())
+    done = {"type": "transcript.text.done", "text": transcript.text}
+    await resp.write(f"data: {json.dumps(done)}\n\n".encode())
+    await resp.write_eof()
+    return resp
 
 
 def _speech_problem(body: object) -> web.Response | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from voice_stack_gateway.stt.complete import TABLES, judge, language_of
+from voice_stack_gateway.stt.complete import TABLES, judge, language_of, unsure
 
 
 @pytest.mark.parametrize(
@@ -121,3 +121,21 @@ def test_strongly_complete(text: str) -> None:
     verdict = judge(text, "en")
     assert verdict.complete
     assert not verdict.weak
+
+
+def test_an_unsure_asr_makes_a_complete_verdict_weak() -> None:
+    """Only a complete, strong verdict changes, and only below the limit."""
+    heard = judge("Longbow.", "en")  # tiny.en's sentence of the cut head "Lock the", in noise
+    made = unsure(heard, -0.9, -0.6)
+    assert (made.complete, made.weak) == (True, True)
+    assert (
+        made.why
+        == "ends on 'longbow' (terminal punctuation); the ASR was unsure (avg_logprob -0.90 < -0.6)"
+    )
+    assert unsure(heard, -0.6, -0.6) is heard  # at the limit: sure enough
+    assert unsure(heard, None, -0.6) is heard  # no confidence (plain json, a streaming model)
+    assert unsure(heard, -0.9, None) is heard  # off
+    weak = judge("Remind me too.", "en")
+    assert unsure(weak, -2.0, -0.6) is weak  # weak already: the reason stays the words'
+    refused = judge("Turn on the", "en")
+    assert unsure(refused, -2.0, -0.6) is refused

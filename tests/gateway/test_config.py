@@ -41,6 +41,9 @@ def test_settings_from_env_and_flags() -> None:
         ["--stt-endpoint-ms", "-1"],
         ["--stt-own-vad", "maybe"],
         ["--stt-incomplete-hold-ms", "0"],
+        ["--stt-unsure-logprob", "0.5"],
+        ["--stt-unsure-logprob", "nan"],
+        ["--stt-unsure-logprob", "sure"],
         ["--allow", "192.168.1.0/33"],
         ["--allow", " , "],
         ["--idle-timeout", "0"],
@@ -50,6 +53,14 @@ def test_settings_from_env_and_flags() -> None:
 def test_bad_values_stop_with_a_message(bad: list[str]) -> None:
     with pytest.raises(SystemExit, match=bad[0]):
         parse_settings(bad, {})
+
+
+@pytest.mark.parametrize(
+    ("value", "limit"), [(None, -0.6), ("-1.5", -1.5), ("0", 0.0), ("off", None), ("", None)]
+)
+def test_the_unsure_logprob(value: str | None, limit: float | None) -> None:
+    env = {} if value is None else {"STT_UNSURE_LOGPROB": value}
+    assert parse_settings([], env).stt_unsure_logprob == limit
 
 
 def test_early_transcription_settings() -> None:

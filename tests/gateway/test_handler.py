@@ -54,7 +54,7 @@ class Worded(FakeSpeech):
         self.requests.append({k: v for k, v in form.items() if k != "file"} | {"bytes": len(audio)})
         await self.release.wait()
         text = self.texts.pop(0) if self.texts else f"heard {len(audio)} bytes"
-        return web.json_response({"text": f" {text} "})
+        return self.transcript(f" {text} ", form.get("response_format") == "verbose_json")
 
 
 @pytest_asyncio.fixture
@@ -172,6 +172,61 @@ async def test_an_incomplete_request_is_left_to_the_client(
     assert turn_end(gw) == {"gateway": 0, "client": 1}
     assert early(gw) == {"hit": 1, "miss": 0, "wasted": 0}
     assert f"Turn left to the client's audio-stop: {text!r} does not read complete" in caplog.text
+
+
+@pytest.mark.parametrize("limit", [-0.6, None])
+async def test_an_unsure_transcript_needs_the_weak_endpoint(
+    phrases: dict[str, bytes],
+    worded: Worded,
+    make_gateway: GatewayFactory,
+    client: Clients,
+    caplog: pytest.LogCaptureFixture,
+    limit: float | None,
+) -> None:
+    """In room noise whisper makes a sentence of a cut head ("Lock the" -> "Longbow."), and is
+    less sure of it than of what it heard well: below --stt-unsure-logprob the verdict is weak,
+    so a pause of about 0.8 s (past the 0.7 s endpoint, short of the 1 s weak one) does not end the
+    turn. Off, the same answer ends it (the test can fail)."""
+    caplog.set_level(logging.DEBUG, "voice_stack_gateway")
+    gw = await make_gateway(worded.url, stt_unsure_logprob=limit)
+    worded.texts, worded.logprob = ["Longbow."], -0.9
+    async with client(gw) as c:
+        await start(c, phrases["light"] + silence(0.75))
+        if limit is None:
+            assert texts(await c.read_until("transcript")) == ["transcript:Longbow."]
+        else:
+            await wait_for(lambda: "the ASR was unsure (avg_logprob -0.90 < -0.6)" in caplog.text)
+            await fed(c)  # every chunk fed, and no transcript before the pong
+            await c.send(AudioStop().event())
+            assert texts(await c.read_until("transcript")) == ["transcript:Longbow."]
+    ended = {"gateway": 1, "client": 0} if limit is None else {"gateway": 0, "client": 1}
+    assert turn_end(gw) == ended
+    assert [r["response_format"] for r in worded.requests] == [
+        "json" if limit is None else "verbose_json"
+    ]
+
+
+async def test_a_server_without_verbose_json_still_ends_turns(
+    phrases: dict[str, bytes],
+    fake_speech: FakeSpeech,
+    make_gateway: GatewayFactory,
+    client: Clients,
+) -> None:
+    """A server that refuses verbose_json (HTTP 400) is asked the same audio as plain json at
+    once, and never asked verbose_json again for that model: the turn still ends early."""
+    gw = await make_gateway(fake_speech.url)
+    fake_speech.mode = "no_verbose"
+    async with client(gw) as c:
+        for _ in range(2):
+            await start(c, phrases["light"] + silence(1.0))
+            (event,) = await c.read_until("transcript")
+            assert event.data["text"].startswith("heard ")
+    assert [r["response_format"] for r in fake_speech.requests] == [
+        "verbose_json", "json", "json"
+    ]  # fmt: skip
+    assert turn_end(gw) == {"gateway": 2, "client": 0}
+    assert gw.ctx.verbose_refused == {fake_speech.requests[0]["model"]}
+    assert gw.metrics.errors == {}
 
 
 async def test_speech_after_the_cut_means_the_whole_audio(

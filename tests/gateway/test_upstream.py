@@ -9,7 +9,7 @@ from voice_stack_dev.procs import free_port
 from voice_stack_dev.wavs import wav_header
 from voice_stack_gateway.audio import PcmFormat
 from voice_stack_gateway.errors import GatewayError
-from voice_stack_gateway.upstream import BodyDecoder, _error_detail
+from voice_stack_gateway.upstream import BodyDecoder, _confidence, _error_detail
 
 from .conftest import Clients, GatewayFactory, first_error, stt_events, tts_events
 
@@ -29,6 +29,23 @@ def test_error_detail() -> None:
     assert _error_detail("[1]") == ""
     assert _error_detail("") == ""
     assert _error_detail("Internal Server Error\nmore") == "Internal Server Error"
+
+
+@pytest.mark.parametrize(
+    ("segments", "confidence"),
+    [
+        ([{"avg_logprob": -0.2}, {"avg_logprob": -0.7}, {"avg_logprob": -1}], -1.0),  # least sure
+        ([{"avg_logprob": -0.3}, {"text": "no figure"}, "garbage"], -0.3),
+        ([], None),
+        (None, None),  # plain json
+        ("segments", None),
+        ([{"avg_logprob": "-0.5"}, {"avg_logprob": True}, {"avg_logprob": float("nan")}], None),
+        ([{"avg_logprob": float("-inf")}, {"avg_logprob": None}], None),
+    ],
+)
+def test_the_confidence_of_a_verbose_answer(segments: object, confidence: float | None) -> None:
+    """Whatever a server sends in segments, the confidence is a number or None, never a fault."""
+    assert _confidence(segments) == confidence
 
 
 @pytest.mark.parametrize(

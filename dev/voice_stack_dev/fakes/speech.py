@@ -3,8 +3,10 @@ do on demand (errors, hangs, cut streams, odd formats) and for paced benchmark t
 
 In process (tests): `FakeSpeech().start()`, then set `mode` for every next request, or queue one
 mode per request in `stt_modes` / `tts_modes`. Modes: ok, status500, status404, hang, stall, cut,
-garbage_wav, wrong_type, float_wav, wav22k, bad_json, no_text, sse_garbage, sse_no_done. `health`
-is "ok", "down" (HTTP 503) or "hang"; `serial` makes it synthesize one request at a time.
+garbage_wav, wrong_type, float_wav, wav22k, bad_json, no_text, sse_garbage, sse_no_done,
+no_verbose (HTTP 400 to response_format=verbose_json, as a server without it). `health` is "ok",
+"down" (HTTP 503) or "hang"; `serial` makes it synthesize one request at a time. A verbose_json
+transcription has one segment with `logprob` as its avg_logprob (none when it is None).
 Requests, cancellations and keys are recorded.
 
 As a process (benchmarks): `python -m voice_stack_dev.fakes.speech PORT [--paced]`. Text tags pick
@@ -61,6 +63,7 @@ class FakeSpeech:
         self.tts_modes: list[str] = []
         self.health = "ok"
         self.delay = 0.0  # seconds before the first byte
+        self.logprob: float | None = -0.2  # a verbose_json answer's avg_logprob
         self.serial = False  # synthesize one request at a time, as a CPU engine does
         self._one_at_a_time = asyncio.Lock()
         self.requests: list[dict[str, Any]] = []
@@ -237,10 +240,9 @@ class FakeSpeech:
         audio = upload.file.read() if isinstance(upload, web.FileField) else b""
         self.requests.append({k: v for k, v in form.items() if k != "file"} | {"bytes": len(audio)})
         mode = self.stt_modes.pop(0) if self.stt_modes else self.mode
-        if mode == "status500":
-            return web.Response(text="Internal Server Error", status=500)
-        if mode == "hang":
-            return await self._hang(request)
+        verbose = form.get("response_format") == "verbose_json"
+        if (refused := await self._stt_refusal(request, mode, verbose)) is not None:
+            return refused
         await asyncio.sleep(self.pacing.stt_s if self.pacing else self.delay)
         if mode == "bad_json":
             return web.Response(text="this is not json", content_type="application/json")
@@ -248,7 +250,30 @@ class FakeSpeech:
             return web.json_response({"segments": []})
         if form.get("stream") == "true":
             return await self._sse(request, mode)
-        return web.json_response({"text": f" heard {len(audio)} bytes "})
+        return self.transcript(f" heard {len(audio)} bytes ", verbose)
+
+    async def _stt_refusal(
+        self, request: web.Request, mode: str, verbose: bool
+    ) -> web.StreamResponse | None:
+        """The answer of a mode that transcribes nothing."""
+        if mode == "status500":
+            return web.Response(text="Internal Server Error", status=500)
+        if mode == "status404":
+            return web.json_response({"error": {"message": "no such model"}}, status=404)
+        if mode == "hang":
+            return await self._hang(request)
+        if mode == "no_verbose" and verbose:
+            message = "response_format 'verbose_json' is not supported"
+            return web.json_response({"error": {"message": message}}, status=400)
+        return None
+
+    def transcript(self, text: str, verbose: bool) -> web.Response:
+        """A transcription's JSON answer, verbose_json's with one segment of `logprob`."""
+        if not verbose:
+            return web.json_response({"text": text})
+        segments = [] if self.logprob is None else [{"id": 0, "text": text,
+                                                     "avg_logprob": self.logprob}]  # fmt: skip
+        return web.json_response({"task": "transcribe", "text": text, "segments": segments})
 
     async def _sse(self, request: web.Request, mode: str) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

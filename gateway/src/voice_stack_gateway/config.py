@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -118,6 +119,23 @@ def _endpoints(ns: argparse.Namespace) -> tuple[int, int, int]:
     return strong, weak, max(hold, strong)
 
 
+def _logprob(value: str) -> float | None:
+    """--stt-unsure-logprob: a log-probability (0 or below), or off."""
+    word = value.strip().lower()
+    if word in ("", "off"):
+        return None
+    try:
+        number = float(word)
+    except ValueError:
+        number = math.nan
+    if not number <= 0:
+        raise SystemExit(
+            "voice-stack-gateway: --stt-unsure-logprob must be a log-probability of 0 or below"
+            f" (whisper's avg_logprob, e.g. -0.6), or off; got {value!r}"
+        )
+    return number
+
+
 def _check_own_vad(ns: argparse.Namespace) -> None:
     """The own end of speech is built on early transcription and the end of turn: without
     them no turn could end before the 15 s cap."""
@@ -163,6 +181,7 @@ class Settings:
     stt_endpoint_weak_ms: int
     stt_own_vad: bool
     stt_incomplete_hold_ms: int
+    stt_unsure_logprob: float | None
     tts_url: str
     tts_key: str
     tts_models: tuple[str, ...]
@@ -210,6 +229,7 @@ def parse_settings(
         stt_endpoint_weak_ms=weak,
         stt_own_vad=_bool("--stt-own-vad", ns.stt_own_vad),
         stt_incomplete_hold_ms=hold,
+        stt_unsure_logprob=_logprob(ns.stt_unsure_logprob),
         tts_url=ns.tts_openai_url.rstrip("/"),
         tts_key=ns.tts_openai_key,
         tts_models=split_list(ns.tts_models),

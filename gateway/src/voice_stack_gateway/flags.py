@@ -83,6 +83,14 @@ FLAGS: tuple[Flag, ...] = (
         " same as --stt-endpoint-ms; empty = by --stt-eagerness",
     ),
     Flag(
+        "--stt-unsure-logprob",
+        ("STT_UNSURE_LOGPROB",),
+        "-0.6",
+        "an early transcript that reads complete but that the ASR was this unsure of (whisper's"
+        " avg_logprob in a verbose_json answer, below this) reads complete only weakly: in a"
+        " noisy room a cut-off 'Lock the' is heard as 'Longbow.'; off = never ask verbose_json",
+    ),
+    Flag(
         "--stt-own-vad",
         ("STT_OWN_VAD",),
         "false",

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from wyoming.event import Event
@@ -46,6 +46,7 @@ class SttOptions:
     endpoint_weak_ms: int  # words that read complete only weakly (0: endpoint_ms)
     own_vad: bool  # the gateway ends every turn (the client runs no VAD of its own)
     incomplete_hold_ms: int  # with own_vad: the pause that ends a turn not read complete
+    unsure_logprob: float | None  # an early transcript less sure than this is weak (None: off)
 
     @classmethod
     def of(cls, s: Settings) -> SttOptions:
@@ -60,6 +61,7 @@ class SttOptions:
             s.stt_endpoint_weak_ms,
             s.stt_own_vad,
             s.stt_incomplete_hold_ms,
+            s.stt_unsure_logprob,
         )
 
 
@@ -85,6 +87,7 @@ class SessionContext:
     tts_backend: Backend
     metrics: Metrics
     catalog: CatalogService
+    verbose_refused: set[str] = field(default_factory=set)  # STT models refused verbose_json
 
 
 Waiter = Callable[["asyncio.Task[None]"], Awaitable[None]]

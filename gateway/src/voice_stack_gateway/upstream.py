@@ -3,7 +3,8 @@
 Why not the `openai` SDK: measured on this machine it adds about 2.4 ms to every request's first
 byte and about 31 MB of resident memory (pydantic models, its own HTTP stack), which alone breaks
 the gateway's latency and memory goals. The wire format is small and stable, so a plain client
-keeps the gateway lean; there are no retries anywhere (a request may already have run upstream).
+keeps the gateway lean; there are no retries (a request may already have run upstream), but for
+one the server refused outright: an early transcription asked as verbose_json (stt/utterance.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import aiohttp
 
@@ -34,6 +36,14 @@ _LOGGER = logging.getLogger(__name__)
 _PCM_TYPES = {"audio/pcm", "audio/l16", "audio/raw", "audio/x-raw", "application/octet-stream"}
 _WAV_TYPES = {"audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"}
 _READ_SIZE = 8192
+
+
+class Confidence(float):
+    """How sure the ASR was of a transcript: whisper's avg_logprob (its least sure segment's),
+    from a verbose_json answer. Yielded before the transcript it belongs to."""
+
+
+SttItem: TypeAlias = tuple[str, str] | Confidence  # ("delta" | "done", text), or the confidence
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,9 +182,10 @@ class Backend:
 
     async def transcribe(
         self, body: bytes | bytearray, content_type: str, stream: bool
-    ) -> AsyncIterator[tuple[str, str]]:
+    ) -> AsyncIterator[SttItem]:
         """POST /audio/transcriptions with a complete multipart body (see upload.py); yields
-        ("delta", text) per SSE delta, then ("done", text)."""
+        ("delta", text) per SSE delta, then ("done", text); a verbose_json answer's confidence
+        comes before its ("done", text)."""
         started = time.perf_counter()
         try:
             async with self.session.post(
@@ -188,7 +199,10 @@ class Backend:
                     async for item in _sse_transcript(resp, self.kind):
                         yield item
                 else:
-                    yield "done", await _json_transcript(resp, self.kind)
+                    text, confidence = await _json_transcript(resp, self.kind)
+                    if confidence is not None:
+                        yield confidence
+                    yield "done", text
             self.state.record(True, (time.perf_counter() - started) * 1000, None)
         except (TimeoutError, GatewayError, aiohttp.ClientError) as exc:
             raise self.record_failure(exc, "transcription") from None
@@ -267,17 +281,33 @@ def _backend_json(raw: bytes, problem: str) -> Any:
         raise GatewayError(BACKEND_BAD_RESPONSE, problem) from None
 
 
-async def _json_transcript(resp: aiohttp.ClientResponse, kind: str) -> str:
+async def _json_transcript(
+    resp: aiohttp.ClientResponse, kind: str
+) -> tuple[str, Confidence | None]:
     data = _backend_json(await resp.read(), f"{kind} backend sent an unreadable transcript")
     text = data.get("text") if isinstance(data, dict) else None
     if not isinstance(text, str):
         raise GatewayError(BACKEND_BAD_RESPONSE, f"{kind} backend sent a transcript without text")
-    return text
+    return text, _confidence(data.get("segments"))
 
 
-async def _sse_transcript(
-    resp: aiohttp.ClientResponse, kind: str
-) -> AsyncIterator[tuple[str, str]]:
+def _confidence(segments: object) -> Confidence | None:
+    """The least sure segment's avg_logprob; None when the answer has none that is a number
+    (plain json, a server without it, or garbage: the confidence is a hint, never an error)."""
+    if not isinstance(segments, list):
+        return None
+    values = [
+        float(seg["avg_logprob"])
+        for seg in segments
+        if isinstance(seg, dict)
+        and isinstance(seg.get("avg_logprob"), int | float)
+        and not isinstance(seg["avg_logprob"], bool)
+        and math.isfinite(seg["avg_logprob"])
+    ]
+    return Confidence(min(values)) if values else None
+
+
+async def _sse_transcript(resp: aiohttp.ClientResponse, kind: str) -> AsyncIterator[SttItem]:
     """transcript.text.delta / transcript.text.done events (OpenAI stream=true)."""
     deltas: list[str] = []
     done = False

@@ -26,6 +26,10 @@ the lights in there." and "Remind me too." (the cut-off corpus, bench/endpoint_b
 read complete. A weak verdict still lets the turn end, after the longer --stt-endpoint-weak-ms
 (turn.py); a finished request seldom ends that way ("what's in it"), so it costs those a
 few hundred ms and spares the misheard heads.
+
+A verdict is weak too when the ASR was unsure of the words (`unsure`): in room noise whisper
+tiny.en made whole sentences of cut heads ("Lock the" -> "Longbow."), at a lower avg_logprob
+than the complete requests it heard (room corpus, docs/notebook/end-of-turn.md).
 """
 
 from __future__ import annotations
@@ -139,6 +143,16 @@ def judge(text: str, language: str | None) -> Verdict:
         why = f"ends on {pair!r}, which a cut-off function word may have become ({mark}{tail})"
         return Verdict(True, why, weak=True)
     return Verdict(True, f"ends on {words[-1]!r} ({mark}{tail})")
+
+
+def unsure(verdict: Verdict, confidence: float | None, limit: float | None) -> Verdict:
+    """A complete verdict made weak when the ASR's confidence (avg_logprob) is below `limit`."""
+    if not verdict.complete or verdict.weak or confidence is None or limit is None:
+        return verdict
+    if confidence >= limit:
+        return verdict
+    why = f"{verdict.why}; the ASR was unsure (avg_logprob {confidence:.2f} < {limit:g})"
+    return Verdict(True, why, weak=True)
 
 
 def _echo(words: list[str], table: Words) -> bool:

@@ -18,7 +18,7 @@ from ..errors import BAD_REQUEST, GatewayError
 from ..metrics import EarlyResult, EndedBy, Kind
 from ..session import Jobs, SessionContext, Sink
 from . import answer
-from .complete import Verdict, judge
+from .complete import Verdict, judge, unsure
 from .early import EarlyTranscription
 from .transcription import Transcription
 from .turn import Answer, End, Happening, Heard, Phase, Rules, decide
@@ -73,7 +73,9 @@ class Turn:
         """Each early transcript is judged once."""
         if self._verdict is None or self._verdict[0] is not transcription:
             assert self.early is not None
-            self._verdict = (transcription, judge(words, self.utterance.language))
+            verdict = judge(words, self.utterance.language)
+            limit = self.utterance.ctx.stt.unsure_logprob
+            self._verdict = (transcription, unsure(verdict, transcription.confidence, limit))
             _LOGGER.debug("Early transcript %d: %r: %s", self.early.cuts, words, self._verdict[1])
         return self._verdict[1]
 

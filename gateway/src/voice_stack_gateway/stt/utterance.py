@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..audio import Converter, PcmFormat, check_format
 from ..errors import AUDIO_TOO_LONG, BAD_REQUEST, GatewayError
 from ..session import SessionContext
-from .transcription import Transcription
+from .transcription import Request, Transcription
 from .upload import WavUpload
 from .vad import RATE as VAD_RATE
 
@@ -67,8 +67,8 @@ class Utterance:
         if self.listen and self.target != _VAD_FORMAT:
             self._vad_converter = Converter(fmt, _VAD_FORMAT)
 
-    def fields(self) -> dict[str, str]:
-        fields = {"model": self.model, "response_format": "json"}
+    def fields(self, response_format: str = "json") -> dict[str, str]:
+        fields = {"model": self.model, "response_format": response_format}
         if self.language:
             fields["language"] = self.language
         if self.ctx.stt.prompt:
@@ -80,15 +80,30 @@ class Utterance:
     def full_request(self) -> Transcription:
         """The whole audio (the upload is finished: nothing may be added after this)."""
         body = self.upload.finish(self.fields())
-        return self._request(body, "stt")
+        return self._request(Request(body, self.upload.content_type, self.streaming), "stt")
 
     def snapshot_request(self) -> Transcription:
-        """The audio so far, while more keeps coming."""
-        return self._request(self.upload.snapshot(self.fields()), "stt early")
+        """The audio so far, while more keeps coming; asked as verbose_json for the ASR's
+        confidence (read by the end of turn) unless the model streams, the confidence is not
+        used, or the server refused that format before."""
+        plain = self.upload.snapshot(self.fields())
+        request = Request(plain, self.upload.content_type, self.streaming)
+        if self._verbose:
+            verbose = self.upload.snapshot(self.fields("verbose_json"))
+            request = Request(verbose, request.content_type, False, plain, self._refused)
+        return self._request(request, "stt early")
 
-    def _request(self, body: bytes | bytearray, name: str) -> Transcription:
-        content_type = self.upload.content_type
-        return Transcription(self.ctx.stt_backend, body, content_type, self.streaming, name)
+    @property
+    def _verbose(self) -> bool:
+        stt = self.ctx.stt
+        refused = self.model in self.ctx.verbose_refused
+        return stt.unsure_logprob is not None and not self.streaming and not refused
+
+    def _refused(self) -> None:
+        self.ctx.verbose_refused.add(self.model)
+
+    def _request(self, request: Request, name: str) -> Transcription:
+        return Transcription(self.ctx.stt_backend, request, name)
 
     def release(self) -> None:
         """Let go of the audio at once (a turn's audio is hundreds of kB)."""
