@@ -84,11 +84,13 @@ def spoken_pcm(text: str, pcm: bytes) -> Spoken:
     return Spoken(entry, speech, ((0.0, len(speech) / BYTES_PER_MS),), ((before, after),))
 
 
-def in_room(text: str, pcm: bytes, heard: str, lead_ms: int, total_ms: int) -> tuple[bytes, float]:
+def in_room(
+    text: str, pcm: bytes, heard: str, lead_ms: int, total_ms: int, seed: int = 1
+) -> tuple[bytes, float]:
     """`pcm` spoken in a room under a noise, `heard` as "living/hvac@20" (room/noise@SNR, or a
-    room alone): (the audio, where its last word ends in ms)."""
+    room alone; `seed` draws the noise): (the audio, where its last word ends in ms)."""
     room, _, noise_at = heard.partition("/")
     kind, _, snr = noise_at.partition("@")
     scene = Scene(spoken_pcm(text, pcm), "given", room_named(room), kind or None,
-                  float(snr) if snr else None, seed=1)  # fmt: skip
+                  float(snr) if snr else None, seed=seed)  # fmt: skip
     return scene.audio(lead_ms, total_ms), lead_ms + scene.spoken.spans_ms[-1][1]
