@@ -85,7 +85,7 @@ def spoken_pcm(text: str, pcm: bytes) -> Spoken:
 
 
 def in_room(
-    text: str, pcm: bytes, heard: str, lead_ms: int, total_ms: int, seed: int = 1
+    text: str, pcm: bytes, heard: str, lead_ms: int, total_ms: int, *, seed: int = 1
 ) -> tuple[bytes, float]:
     """`pcm` spoken in a room under a noise, `heard` as "living/hvac@20" (room/noise@SNR, or a
     room alone; `seed` draws the noise): (the audio, where its last word ends in ms)."""
