@@ -59,18 +59,6 @@ def test_the_audio_and_the_speech_are_counted() -> None:
     assert d.audio_ms == 300
 
 
-def test_silence_is_counted_as_home_assistants_segmenter_counts_it() -> None:
-    """The own VAD's hold: short bursts of sound (a clink of dishes) do not restart the count,
-    1 s of unbroken speech does; the count starts when there is enough speech."""
-    d = PauseDetector(300, Scripted())
-    signals(d, (QUIET, 50), (LOUD, 12))
-    assert d.silence_ms == 1000  # 240 ms of speech: not yet
-    signals(d, (LOUD, 1), (QUIET, 10), (LOUD, 5), (QUIET, 10))
-    assert (d.pause_ms, d.silence_ms) == (200, 400)  # the 100 ms burst did not restart it
-    signals(d, (LOUD, 49), (QUIET, 1), (LOUD, 50), (QUIET, 3))
-    assert (d.pause_ms, d.silence_ms) == (60, 60)  # 1 s unbroken did
-
-
 def test_a_pause_after_speech_cuts() -> None:
     d = PauseDetector(300, Scripted())
     assert signals(d, (LOUD, 12), (QUIET, 14)) == []  # 240 ms of speech is not enough

@@ -21,8 +21,6 @@ from .vad import FRAME_BYTES, FRAME_MS, SpeechFrames
 _LOGGER = logging.getLogger(__name__)
 MIN_SPEECH_MS = 250  # speech before a pause counts
 RESUME_MS = 100  # speech after a cut that makes its result useless
-SUSTAINED_MS = 1000  # unbroken speech that restarts the silence count (HA's reset_seconds)
-_MIN_SPEECH_FRAMES = -(-MIN_SPEECH_MS // FRAME_MS)
 
 
 class Signal(Enum):
@@ -55,8 +53,6 @@ class PauseDetector:
         self._frames_seen = 0  # every frame of the utterance
         self._speech = 0  # speech frames in the utterance
         self._quiet = 0  # quiet frames in a row
-        self._silence = 0  # quiet frames since the speech began or last went on unbroken...
-        self._unbroken = 0  # ...for SUSTAINED_MS: speech frames in a row
         self._after_cut = 0  # speech frames since the last cut
         self._cut = False  # a cut was made and no speech came after it yet...
         self.armed = True  # ...or speech came after it: a later pause may cut again
@@ -78,13 +74,6 @@ class PauseDetector:
     def pause_ms(self) -> int:
         """The quiet heard since the last speech frame (audio time, not the wall clock)."""
         return self._quiet * FRAME_MS
-
-    @property
-    def silence_ms(self) -> int:
-        """The quiet heard as Home Assistant's segmenter counts it: since the speech reached
-        MIN_SPEECH_MS, or last went on unbroken for SUSTAINED_MS; shorter bursts (a clink of
-        dishes, a word of babble that reads as speech) do not restart it (the own VAD's hold)."""
-        return self._silence * FRAME_MS
 
     @property
     def audio_ms(self) -> int:
@@ -114,7 +103,6 @@ class PauseDetector:
 
     def _frame(self, speech: bool) -> Signal | None:
         self._frames_seen += 1
-        self._count_silence(speech)
         if speech:
             self._speech += 1
             self._quiet = 0
@@ -132,16 +120,6 @@ class PauseDetector:
             self._after_cut = 0
             return Signal.CUT
         return None
-
-    def _count_silence(self, speech: bool) -> None:
-        if not speech:
-            self._unbroken = 0
-            self._silence += 1
-            return
-        self._unbroken += 1
-        started = self._speech + 1 == _MIN_SPEECH_FRAMES  # this frame makes enough speech
-        if started or self._unbroken * FRAME_MS >= SUSTAINED_MS:
-            self._silence = 0
 
 
 class EarlyTranscription:
@@ -194,10 +172,6 @@ class EarlyTranscription:
     @property
     def speech_ms(self) -> int:
         return self._detector.speech_ms
-
-    @property
-    def silence_ms(self) -> int:
-        return self._detector.silence_ms
 
     def take(self) -> Transcription | None:
         """The current request, which this utterance no longer drops or closes (its answer)."""

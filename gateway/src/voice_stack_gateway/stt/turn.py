@@ -2,8 +2,8 @@
 (`Heard`) when something happens to it. The rules it applies are written out for users once, in
 docs/gateway.md ("End of turn"); each is one branch here, with the reason the debug log prints:
 the words (complete after the endpoint, weakly complete after the weak one, never when the
-room is too noisy to judge pauses), and with the gateway's own VAD the hold (silence counted as
-HA's segmenter counts it), HA's 15 s cap and "no speech"; nothing ends while an earlier answer
+room is too noisy to judge pauses), and with the
+gateway's own VAD the hold, HA's 15 s cap and "no speech"; nothing ends while an earlier answer
 is still going out (answers keep the order of the requests).
 
 Every figure counts audio frames, never the wall clock, so the same audio always ends the same
@@ -75,7 +75,6 @@ class Heard:
     audio_ms: int = 0
     speech_ms: int = 0
     pause_ms: int = 0  # the quiet since the last speech frame
-    silence_ms: int = 0  # the quiet as HA's segmenter counts it (early.py): the own VAD's hold
     cuts: int = 0  # early requests started
     speech_after_cut: bool = False
     early: str = "none"  # the last cut's request: "none" (dropped), "pending", "failed", "back"
@@ -162,12 +161,6 @@ def _ended_why(rules: Rules, heard: Heard) -> str:
     return f"a {heard.pause_ms} ms pause (>= {limit}), {heard.words!r}: {heard.verdict.why}"
 
 
-def _silence(heard: Heard) -> str:
-    if heard.pause_ms == heard.silence_ms:
-        return f"a {heard.pause_ms} ms pause"
-    return f"{heard.silence_ms} ms of silence ({heard.pause_ms} ms since a short burst of sound)"
-
-
 def _own_stop(hold_ms: int, heard: Heard, waiting: str) -> End | None:
     """The gateway's own VAD: the cap, or the hold after speech; `waiting` says why the words
     did not end the turn."""
@@ -177,7 +170,7 @@ def _own_stop(hold_ms: int, heard: Heard, waiting: str) -> End | None:
             return End(Answer.SILENCE, EndedBy.NO_SPEECH, why)
         why = f"{CAP_MS} ms of audio (Home Assistant's cap), and {waiting}"
         return End(Answer.AS_AT_STOP, EndedBy.CAP, why)
-    if heard.speech_ms >= MIN_SPEECH_MS and heard.silence_ms >= hold_ms:
-        why = f"{_silence(heard)} (>= the {hold_ms} ms hold), and {waiting}"
+    if heard.speech_ms >= MIN_SPEECH_MS and heard.pause_ms >= hold_ms:
+        why = f"a {heard.pause_ms} ms pause (>= the {hold_ms} ms hold), and {waiting}"
         return End(Answer.AS_AT_STOP, EndedBy.HOLD, why)
     return None
