@@ -88,6 +88,7 @@ class Service:
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
     startup_timeout: float = 60.0
+    stop_timeout: float = 10.0  # SIGTERM to SIGKILL
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -137,19 +138,24 @@ class Service:
             f"{self.log_tail()}"
         )
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Terminate the process group, escalating to SIGKILL."""
+    def stop(self) -> None:
+        """Terminate the process group, escalating to SIGKILL (said in its log)."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout)
+            proc.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout)
+            proc.wait(self.stop_timeout)
+            with self.log_path.open("a") as log:
+                log.write(
+                    f"[voice-stack] {self.name} ignored SIGTERM for {self.stop_timeout:g} s:"
+                    " killed\n"
+                )
 
     def restart(self) -> Self:
         self.stop()

@@ -4,8 +4,10 @@ the report."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import stat
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +24,7 @@ from voice_stack_dev.demo.provision import fill_form
 from voice_stack_dev.demo.report import DemoReport, render
 from voice_stack_dev.demo.services import DemoError, DemoState
 from voice_stack_dev.demo.turns import Turn, check_command
+from voice_stack_dev.procs import Service, free_port
 
 
 def test_fill_form_answers_then_prefills_then_required_defaults() -> None:
@@ -163,3 +166,20 @@ def test_the_command_must_switch_the_light_when_ha_handles_commands() -> None:
         check_command(_command(local=True, light="off"), prefer_local=True)
     with pytest.raises(DemoError, match="did not recognise"):
         check_command(_command(local=False, light="off"), prefer_local=True)
+
+
+def test_a_service_that_ignores_sigterm_is_killed_and_its_log_says_so(tmp_path: Path) -> None:
+    """The demo stops HA before its late saves are lost only if a kill is rare and visible."""
+    port = free_port()
+    stubborn = (
+        "import signal, socket, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        f"s = socket.create_server(('127.0.0.1', {port})); time.sleep(60)"
+    )
+    log = tmp_path / "stubborn.log"
+    service = Service("stubborn", [sys.executable, "-c", stubborn], port, log, None)
+    service.stop_timeout = 0.2
+    proc = service.start().proc
+    assert proc is not None
+    service.stop()
+    assert proc.returncode == -signal.SIGKILL
+    assert "stubborn ignored SIGTERM for 0.2 s: killed" in log.read_text()

@@ -280,5 +280,8 @@ def start_home_assistant(stack: Stack, state: DemoState, config_dir: Path) -> No
         health_path=SPEC[Role.HASS].health_path,
         env=jemalloc_env(),  # HA's memory as its own image runs it, not glibc malloc's
         startup_timeout=180.0,
+        # A kill loses what HA saves late (a pipeline is written 10 s after a change, or at
+        # its final write): give its staged shutdown the time it takes on a busy machine.
+        stop_timeout=120.0,
     )
     stack.run(Role.HASS, hass.log_path, hass.start)
