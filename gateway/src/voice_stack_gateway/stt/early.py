@@ -20,7 +20,7 @@ from .vad import FRAME_BYTES, FRAME_MS, SpeechFrames
 
 _LOGGER = logging.getLogger(__name__)
 MIN_SPEECH_MS = 250  # speech before a pause counts
-RESUME_MS = 100  # speech after a cut that makes its result useless
+RESUME_MS = 100  # speech after a cut that makes its result useless; in a row, ends a pause
 
 
 class Signal(Enum):
@@ -52,7 +52,9 @@ class PauseDetector:
         self._carry = b""
         self._frames_seen = 0  # every frame of the utterance
         self._speech = 0  # speech frames in the utterance
-        self._quiet = 0  # quiet frames in a row
+        self._quiet = 0  # quiet frames since the last RESUME_MS of speech in a row
+        self._run = 0  # speech frames in a row
+        self._resume_frames = RESUME_MS // FRAME_MS
         self._after_cut = 0  # speech frames since the last cut
         self._cut = False  # a cut was made and no speech came after it yet...
         self.armed = True  # ...or speech came after it: a later pause may cut again
@@ -72,7 +74,8 @@ class PauseDetector:
 
     @property
     def pause_ms(self) -> int:
-        """The quiet heard since the last speech frame (audio time, not the wall clock)."""
+        """The quiet heard since speech last ran RESUME_MS in a row (audio time, not the wall
+        clock): a shorter burst, a clink of dishes or a click, does not restart the pause."""
         return self._quiet * FRAME_MS
 
     @property
@@ -103,9 +106,11 @@ class PauseDetector:
 
     def _frame(self, speech: bool) -> Signal | None:
         self._frames_seen += 1
+        self._run = self._run + 1 if speech else 0
         if speech:
             self._speech += 1
-            self._quiet = 0
+            if self._run >= self._resume_frames:  # a clink or a click does not end a pause
+                self._quiet = 0
             if not self._cut:
                 return None
             self._after_cut += 1
