@@ -101,8 +101,9 @@ def test_complete_goal_per_snr_and_room_in_fast_mode() -> None:
     l10 = _complete_cell("10", 1, 700, 1000, 0.7, 0.6, False)
     l5 = _complete_cell("5", 1, 900, 1000, 0.9, 1.0, True)
     assert complete_goal(facts, results, GW, "fast") == {
-        "met": False, "cells": 3, "failing": [l10], "worst": l5,
+        "met": False, "cells": 3, "failing": [l10], "worst": l10,  # 0.7 of 0.6 beats 0.9 of 1
     }  # fmt: skip
+    assert l5["met"]
     # a passing cell shows only as the worst: the quiet one alone, its two pairs' medians
     quiet = {s: facts[s] for s in ("q1", "q2")}
     assert complete_goal(quiet, results, GW, "fast") == {
@@ -117,7 +118,7 @@ def test_complete_goal_in_real_mode_allows_three_quarters() -> None:
     assert verdict["met"] is True
     assert verdict["failing"] == []
     assert verdict["cells"] == 3
-    assert verdict["worst"] == _complete_cell("5", 1, 900, 1000, 0.9, 1.0, True)
+    assert verdict["worst"] == _complete_cell("10", 1, 700, 1000, 0.7, 0.75, True)
 
 
 def test_complete_goal_reads_the_snr_as_a_number() -> None:
@@ -137,6 +138,18 @@ def test_complete_goal_reads_the_snr_as_a_number() -> None:
     ]
     assert verdict["cells"] == 3
     assert verdict["worst"]["snr"] == "5"
+
+
+def test_complete_goal_shows_the_stock_pairing_beside_each_cell() -> None:
+    """HA's default hold through wyoming-openai: the same hold, with a Wyoming hop."""
+    facts = {"a": _fact("complete", "5"), "b": _fact("complete", "5")}
+    results = {
+        "a": {GW: _row(1015, by="ha_hold"), HA: _row(1000), ANCHOR: _row(1020)},
+        "b": {GW: _row(1015, by="ha_hold"), HA: _row(1000), ANCHOR: FAILED},
+    }
+    cell = complete_goal(facts, results, GW, "fast")["worst"]
+    assert (cell["ratio"], cell["met"]) == (1.015, False)
+    assert (cell["wyoming_openai_ms"], cell["ratio_to_stock"]) == (1020, 0.995)
 
 
 def test_complete_goal_without_a_base_is_not_met() -> None:

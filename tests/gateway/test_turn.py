@@ -92,9 +92,11 @@ WORDS: list[tuple[str, Rules, Heard, Happening, Decision]] = [
 OWN_VAD: list[tuple[str, Rules, Heard, Happening, Decision]] = [
     ("complete words end at the endpoint as before", OWN, back(LIGHT, pause_ms=400), AUDIO,
      light_ends(400)),
-    ("too noisy: own VAD still holds", OWN, back(LIGHT, pause_ms=1300, noisy=NOISY), AUDIO,
-     End(Answer.AS_AT_STOP, EndedBy.HOLD, "a 1300 ms pause (>= the 1300 ms hold), and too noisy"
-         f" to judge pauses ({NOISY})")),
+    ("too noisy: own VAD holds as long as HA", OWN, back(LIGHT, pause_ms=700, noisy=NOISY),
+     AUDIO, End(Answer.AS_AT_STOP, EndedBy.HOLD, "a 700 ms pause (>= the 700 ms hold), and too"
+                f" noisy to judge pauses ({NOISY})")),
+    ("too noisy: not before HA's hold", OWN, back(LIGHT, pause_ms=680, noisy=NOISY), AUDIO,
+     Wait(f"too noisy to judge pauses ({NOISY})")),
     ("other words, before the hold", OWN, back("Turn on the", pause_ms=1280), AUDIO,
      Wait(CANNOT)),
     ("other words, at the hold", OWN, back("Turn on the", pause_ms=1300), AUDIO,

@@ -2,8 +2,8 @@
 (`Heard`) when something happens to it. The rules it applies are written out for users once, in
 docs/gateway.md ("End of turn"); each is one branch here, with the reason the debug log prints:
 the words (complete after the endpoint, weakly complete after the weak one, never when the
-room is too noisy to judge pauses), and with the
-gateway's own VAD the hold, HA's 15 s cap and "no speech"; nothing ends while an earlier answer
+room is too noisy to judge pauses), and with the gateway's own VAD the hold (at most HA's
+when the words cannot be judged), HA's 15 s cap and "no speech"; nothing ends while an earlier answer
 is still going out (answers keep the order of the requests).
 
 Every figure counts audio frames, never the wall clock, so the same audio always ends the same
@@ -114,9 +114,16 @@ def decide(rules: Rules, heard: Heard, happening: Happening) -> Decision:
     why = noisy or _waiting_for(rules, heard)
     if why is None:
         return _unless_busy(heard, End(Answer.EARLY, EndedBy.GATEWAY, _ended_why(rules, heard)))
-    if rules.hold_ms is not None and (stop := _own_stop(rules.hold_ms, heard, why)) is not None:
+    if rules.hold_ms is not None and (stop := _own_stop(_hold(rules, heard), heard, why)):
         return _unless_busy(heard, stop)
     return Wait(why)
+
+
+def _hold(rules: Rules, heard: Heard) -> int:
+    """The own VAD's hold: too noisy to judge the words, at most HA's (microVAD counts the
+    pause then, as in HA's own segmenter: a longer hold would only end later than HA)."""
+    assert rules.hold_ms is not None
+    return min(rules.hold_ms, HA_HOLD_MS) if heard.noisy is not None else rules.hold_ms
 
 
 def _unless_busy(heard: Heard, end: End) -> Decision:
