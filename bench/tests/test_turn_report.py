@@ -320,14 +320,21 @@ def test_early_goal_worst_per_gateway() -> None:
 
 def test_wer_goal_against_the_anchor_on_the_same_scenes() -> None:
     results = {
-        "a": {GW: _row(wer=0.1), HIGH: _row(wer=0.5), ANCHOR: _row(wer=0.2)},
+        "a": {GW: _row(wer=0.1), HIGH: _row(wer=0.5, cut_short=True), ANCHOR: _row(wer=0.2)},
         "b": {GW: _row(wer=0.3), HIGH: _row(wer=0.0), ANCHOR: _row(wer=0.2)},
         "c": {GW: _row(wer=1.0), HIGH: _row(wer=1.0), ANCHOR: FAILED},  # no pair
         "d": {GW: FAILED, HIGH: _row(wer=0.0), ANCHOR: _row(wer=0.0)},
     }
+    uncut = {"n": 2, "wer": 0.0, ANCHOR: 0.1}  # HIGH's cut scene "a" left out
     assert wer_goal(results, [GW, HIGH, OWN]) == {
-        GW: {"n": 2, "wer": 0.2, ANCHOR: 0.2, "met": True},
-        HIGH: {"n": 3, "wer": 0.167, ANCHOR: 0.133, "met": False},
+        GW: {
+            "n": 2,
+            "wer": 0.2,
+            ANCHOR: 0.2,
+            "met": True,
+            "uncut": {"n": 2, "wer": 0.2, ANCHOR: 0.2},
+        },
+        HIGH: {"n": 3, "wer": 0.167, ANCHOR: 0.133, "met": False, "uncut": uncut},
     }
 
 
