@@ -3,8 +3,8 @@
 docs/gateway.md ("End of turn"); each is one branch here, with the reason the debug log prints:
 the words (complete after the endpoint, weakly complete after the weak one, never when the
 room is too noisy to judge pauses), and with the gateway's own VAD the hold (at most HA's
-when the words cannot be judged), HA's 15 s cap and "no speech"; nothing ends while an earlier answer
-is still going out (answers keep the order of the requests).
+when the words cannot be judged), HA's 15 s cap and "no speech"; nothing ends while an earlier
+answer is still going out (answers keep the order of the requests).
 
 Every figure counts audio frames, never the wall clock, so the same audio always ends the same
 way however fast it is sent (HA's segmenter counts the audio's seconds too).
