@@ -118,7 +118,8 @@ class PauseDetector:
             return Signal.RESUMED if self._after_cut == RESUME_MS // FRAME_MS else None
         self._quiet += 1
         enough = self._speech * FRAME_MS >= MIN_SPEECH_MS
-        if self.armed and enough and self._quiet >= self._pause_frames:
+        # too noisy: a pause may be noise taken for speech ending; no request is wasted on it
+        if self.armed and enough and self._quiet >= self._pause_frames and not self.too_noisy:
             self.armed = False
             self._cut = True
             self._after_cut = 0

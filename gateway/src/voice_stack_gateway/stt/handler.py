@@ -128,7 +128,7 @@ class SttHandler:
             utterance.snapshot_request,
             opts.early_pause_ms,
             opts.early_max,
-            SpeechFrames(),
+            SpeechFrames(model_when_noisy=opts.own_vad),  # no HA VAD to leave a noisy room to
         )
         hold = opts.incomplete_hold_ms if opts.own_vad else None
         rules = Rules.of(opts.endpoint_ms, opts.endpoint_weak_ms, hold, language)

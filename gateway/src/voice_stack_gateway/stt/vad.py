@@ -12,13 +12,12 @@ words in a quiet room, the noise itself in a noisy one. The noise term is what m
 hold in a room: measured against the speech alone (before 2026-12-03), a fan 20 dB below the
 voice counted as speech for ever and no pause was ever seen.
 
-When the speech stands less than MIN_SNR_DB above the noise, webrtcvad cannot tell a pause
-from the noise (it finds pauses inside words, or none at all): `too_noisy` says so, and the
-words no longer end the turn (Home Assistant's VAD, or the own VAD's hold, does). While too
-noisy, HA's own speech model (microVAD, `pymicro-vad`) judges the frames instead: in steady
-noise 5 dB below the voice, where webrtcvad hears speech throughout, it still hears the pause
-(bench/room_bench.py), at about 0.3 ms of CPU a frame, paid only then. Its pauses start early
-requests as webrtcvad's do, so a noisy room's transcript is also under way before audio-stop.
+When the speech stands less than MIN_SNR_DB above the noise, a pause cannot be told from the
+noise (webrtcvad then finds pauses inside words): `too_noisy` says so, and the gateway leaves
+the turn to Home Assistant. With the gateway's own VAD there is no Home Assistant VAD to leave
+it to, so while too noisy HA's own speech model (microVAD, `pymicro-vad`) judges the frames
+instead: in steady noise 5 dB below the voice, where webrtcvad hears speech throughout, it
+still hears the pause (bench/room_bench.py), at about 0.3 ms of CPU a frame, paid only then.
 """
 
 from __future__ import annotations
@@ -47,10 +46,9 @@ HALF = FRAME_BYTES // 2  # microVAD takes 10 ms at a time
 
 class SpeechFrames:
     """Classifies 20 ms frames of 16 kHz 16-bit mono audio, and measures the room's noise;
-    `model_when_noisy`: microVAD judges while the room is too noisy (the gateway's case; off,
-    webrtcvad alone, for the detector bench)."""
+    `model_when_noisy`: microVAD judges while the room is too noisy (the own VAD's case)."""
 
-    def __init__(self, model_when_noisy: bool = True) -> None:
+    def __init__(self, model_when_noisy: bool = False) -> None:
         self._vad = webrtcvad.Vad(MODE)
         self._model_when_noisy = model_when_noisy
         self._model: MicroVad | None = None  # made when first needed
