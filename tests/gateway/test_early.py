@@ -21,7 +21,7 @@ from voice_stack_gateway.gateway import Gateway
 from voice_stack_gateway.metrics import Kind, Metrics
 from voice_stack_gateway.stt.early import EarlyTranscription, PauseDetector, Signal
 from voice_stack_gateway.stt.transcription import Transcription
-from voice_stack_gateway.stt.vad import FRAME_BYTES
+from voice_stack_gateway.stt.vad import FRAME_BYTES, SpeechFrames
 
 from .conftest import Client, Clients, GatewayFactory, first_error, silence, speech_pcm, wait_for
 from .test_stt import PHRASE, words
@@ -33,11 +33,16 @@ class Scripted:
     """Frames are speech when they hold any sound: the detector's counting, without a VAD's say."""
 
     too_noisy = False
+    model_judged = False  # a model judged the frames while too noisy
     noise_dbfs = -90.0
     snr_db: float | None = None
 
     def is_speech(self, frame: bytes) -> bool:
         return any(frame)
+
+    @property
+    def judges_pauses(self) -> bool:
+        return not self.too_noisy or self.model_judged
 
 
 def after_cut(detector: PauseDetector) -> bool:
@@ -190,6 +195,46 @@ def test_dishes_do_not_keep_the_pause_after_the_words_open(
     assert reached is not None
     assert reached <= 1000
     assert not d.too_noisy
+
+
+def cuts_in(audio: bytes, frames: SpeechFrames | None = None) -> tuple[list[int], PauseDetector]:
+    """The audio times of the cuts a 300 ms detector makes, frame by frame."""
+    d = PauseDetector(300, frames)
+    cuts = []
+    for at in range(0, len(audio), FRAME_BYTES):
+        if Signal.CUT in d.feed(audio[at : at + FRAME_BYTES]):
+            cuts.append(d.audio_ms)
+    return cuts, d
+
+
+@pytest.mark.parametrize("heard", ["living/hvac@3", "kitchen/hvac@5", "hall/hvac@2"])
+def test_too_noisy_microvad_s_pause_cuts(phrases: dict[str, bytes], heard: str) -> None:
+    """A fan a few dB below the voice: webrtcvad hears speech throughout, HA's microVAD judges
+    the frames once 1.5 s of speech was heard, and its pause after the last word starts an
+    early request (under 1 s after it; HA's segmenter ends this audio later). Before
+    2026-12-04 a too-noisy room made no cut: the audio was sent only after audio-stop."""
+    audio, last = in_room("Turn on the kitchen light.", phrases["light"], heard, 300, 4000)
+    cuts, d = cuts_in(audio)
+    assert d.too_noisy
+    assert len(cuts) == 1
+    assert last < cuts[0] <= last + 1000
+    assert not d.speech_after_cut
+
+
+@pytest.mark.parametrize("room", ["living", "kitchen", "hall"])
+def test_microvad_waits_for_the_noise_estimate_to_settle(
+    phrases: dict[str, bytes], room: str
+) -> None:
+    """Pink noise 5 dB below the voice: the noise estimate starts too noisy, and microVAD,
+    asked from the first syllables, lags the sound and cuts 0.3-0.45 s later than webrtcvad.
+    After 1.5 s of speech it is asked only if the room is still too noisy (here it is not)."""
+    audio, last = in_room(
+        "Turn on the kitchen light.", phrases["light"], f"{room}/pink@5", 300, 4000, seed=3
+    )
+    settled, _d = cuts_in(audio)
+    at_once, _d = cuts_in(audio, SpeechFrames(0))
+    assert settled[0] - last <= 650
+    assert at_once[0] - settled[0] >= 250
 
 
 async def start(c: Client, pcm: bytes, chunk: int = 2048) -> None:
@@ -395,9 +440,16 @@ async def test_a_client_leaving_while_audio_stop_waits_cancels_everything_upstre
 
 
 def test_too_noisy_makes_no_cut() -> None:
-    """When the detector cannot tell a pause from the room's noise, no request is spent on it."""
+    """When webrtcvad cannot tell a pause from the room's noise, no request is spent on it."""
     frames = Scripted()
     frames.too_noisy = True
     d = PauseDetector(300, frames)
     assert signals(d, (LOUD, 20), (QUIET, 30)) == []
     assert d.too_noisy
+
+
+def test_too_noisy_a_pause_the_model_judged_cuts() -> None:
+    """Too noisy for webrtcvad, but a model judged the frames: its pause cuts as usual."""
+    frames = Scripted()
+    frames.too_noisy = frames.model_judged = True
+    assert signals(PauseDetector(300, frames), (LOUD, 20), (QUIET, 30)) == [Signal.CUT]

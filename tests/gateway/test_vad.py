@@ -115,9 +115,9 @@ def _longest_pause_after(vad: SpeechFrames, audio: bytes, last_ms: float) -> int
 
 def test_too_noisy_the_own_vad_asks_microvad(phrase: bytes) -> None:
     """A fan 3 dB below the voice: too noisy for webrtcvad, which hears speech for ever after
-    the words; with `model_when_noisy` (the own VAD) HA's microVAD hears the pause instead."""
+    the words; with `model_after_ms=0` (the own VAD) HA's microVAD hears the pause instead."""
     audio, last = in_room("Turn on the kitchen light.", phrase, "living/hvac@3", 300, 6000)
-    plain, own = SpeechFrames(), SpeechFrames(model_when_noisy=True)
+    plain, own = SpeechFrames(None), SpeechFrames(0)
     assert _longest_pause_after(plain, audio, last) < 1000
     assert plain.too_noisy
     assert _longest_pause_after(own, audio, last) >= 2000
@@ -126,6 +126,6 @@ def test_too_noisy_the_own_vad_asks_microvad(phrase: bytes) -> None:
 def test_the_model_is_not_asked_in_a_quiet_room(phrase: bytes) -> None:
     """Not too noisy: the frames are judged as without the model, and it is never made."""
     audio, _last = in_room("Turn on the kitchen light.", phrase, "living/hvac@20", 300, 3000)
-    plain, own = SpeechFrames(), SpeechFrames(model_when_noisy=True)
+    plain, own = SpeechFrames(None), SpeechFrames(0)
     assert [plain.is_speech(f) for f in frames(audio)] == [own.is_speech(f) for f in frames(audio)]
     assert own._model is None

@@ -68,7 +68,7 @@ def ten() -> Detector:
 def gateway() -> Detector:
     from voice_stack_gateway.stt.vad import SpeechFrames
 
-    return SpeechFrames()
+    return SpeechFrames(None)  # webrtcvad as tuned, against the others
 
 
 class GatewayBefore:

@@ -37,6 +37,10 @@ class Frames(Protocol):
         """Whether the speech stands too little above the room's noise to judge pauses."""
 
     @property
+    def judges_pauses(self) -> bool:
+        """Whether a pause it hears now is one (not too noisy, or a model judged the frame)."""
+
+    @property
     def noise_dbfs(self) -> float: ...
 
     @property
@@ -118,8 +122,10 @@ class PauseDetector:
             return Signal.RESUMED if self._after_cut == RESUME_MS // FRAME_MS else None
         self._quiet += 1
         enough = self._speech * FRAME_MS >= MIN_SPEECH_MS
-        # too noisy: a pause may be noise taken for speech ending; no request is wasted on it
-        if self.armed and enough and self._quiet >= self._pause_frames and not self.too_noisy:
+        # too noisy for webrtcvad: a pause may be noise taken for speech ending; no request is
+        # wasted on it unless microVAD judged it
+        trusted = self._frames.judges_pauses
+        if self.armed and enough and self._quiet >= self._pause_frames and trusted:
             self.armed = False
             self._cut = True
             self._after_cut = 0

@@ -23,7 +23,7 @@ from .early import EarlyTranscription
 from .transcription import Transcription
 from .turn import Answer, End, Happening, Heard, Phase, Rules, decide
 from .utterance import Utterance
-from .vad import SpeechFrames
+from .vad import SETTLE_MS, SpeechFrames
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class SttHandler:
             utterance.snapshot_request,
             opts.early_pause_ms,
             opts.early_max,
-            SpeechFrames(model_when_noisy=opts.own_vad),  # no HA VAD to leave a noisy room to
+            SpeechFrames(0 if opts.own_vad else SETTLE_MS),  # own VAD: no HA VAD to leave it to
         )
         hold = opts.incomplete_hold_ms if opts.own_vad else None
         rules = Rules.of(opts.endpoint_ms, opts.endpoint_weak_ms, hold, language)

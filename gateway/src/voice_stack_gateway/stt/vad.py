@@ -13,11 +13,17 @@ hold in a room: measured against the speech alone (before 2026-12-03), a fan 20 
 voice counted as speech for ever and no pause was ever seen.
 
 When the speech stands less than MIN_SNR_DB above the noise, a pause cannot be told from the
-noise (webrtcvad then finds pauses inside words): `too_noisy` says so, and the gateway leaves
-the turn to Home Assistant. With the gateway's own VAD there is no Home Assistant VAD to leave
-it to, so while too noisy HA's own speech model (microVAD, `pymicro-vad`) judges the frames
-instead: in steady noise 5 dB below the voice, where webrtcvad hears speech throughout, it
-still hears the pause (bench/room_bench.py), at about 0.3 ms of CPU a frame, paid only then.
+noise (webrtcvad then finds pauses inside words, or none at all): `too_noisy` says so, and the
+words no longer end the turn (Home Assistant's VAD does, or the own VAD's hold). While too
+noisy, HA's own speech model (microVAD, `pymicro-vad`) judges the frames instead: in steady
+noise 5 dB below the voice, where webrtcvad hears speech throughout, it still hears the pause
+(bench/room_bench.py), at about 0.3 ms of CPU a frame, paid only then. `judges_pauses` says
+whether a pause it reports may start an early request.
+
+With the own VAD there is no other judge, so microVAD judges as soon as the room is too noisy.
+Otherwise it judges only after webrtcvad heard SETTLE_MS of speech (HA's audio-stop still ends
+the turn): judging from the first syllables, before the noise estimate settles, it lagged the
+sound in pink noise and its cuts came 0.2-0.7 s later than none at all (room run, 2026-12-04).
 """
 
 from __future__ import annotations
@@ -40,18 +46,22 @@ NOISE_FRAMES = 75  # the noise is measured over the last 1.5 s...
 NOISE_PERCENTILE = 20  # ...as this percentile of its frames' levels
 MIN_SNR_DB = 6.0  # speech less than this above the noise: too noisy to judge pauses
 DIGITAL_SILENCE = 1  # the noise level of digital silence: any sound at all is above it
+SETTLE_MS = 1500  # speech heard before microVAD's pauses may start early requests
 MODEL_THRESHOLD = 0.5  # microVAD's probability of speech that counts (as HA counts it)
 HALF = FRAME_BYTES // 2  # microVAD takes 10 ms at a time
 
 
 class SpeechFrames:
-    """Classifies 20 ms frames of 16 kHz 16-bit mono audio, and measures the room's noise;
-    `model_when_noisy`: microVAD judges while the room is too noisy (the own VAD's case)."""
+    """Classifies 20 ms frames of 16 kHz 16-bit mono audio, and measures the room's noise.
 
-    def __init__(self, model_when_noisy: bool = False) -> None:
+    `model_after_ms`: while the room is too noisy, microVAD judges the frames once webrtcvad
+    heard this much speech (0: the own VAD's case; None: never, webrtcvad alone)."""
+
+    def __init__(self, model_after_ms: int | None = SETTLE_MS) -> None:
         self._vad = webrtcvad.Vad(MODE)
-        self._model_when_noisy = model_when_noisy
+        self._model_after = None if model_after_ms is None else model_after_ms // FRAME_MS
         self._model: MicroVad | None = None  # made when first needed
+        self._model_judged = False  # the last frame was microVAD's verdict
         self._recent: deque[int] = deque(maxlen=NOISE_FRAMES)  # the frames' levels
         self.noise = DIGITAL_SILENCE  # the room's noise level now (RMS of 16-bit samples)
         self._level_sum = 0
@@ -67,7 +77,8 @@ class SpeechFrames:
             self._level_sum += level
             self._speech_frames += 1
         model = self._model_hears(frame)  # None: not asked for, or not needed yet
-        if model is not None and self.too_noisy:
+        self._model_judged = model is not None and self.too_noisy
+        if model is not None and self._model_judged:
             return model
         return heard or (
             self._speech_frames > 0
@@ -75,15 +86,18 @@ class SpeechFrames:
         )
 
     def _model_hears(self, frame: bytes) -> bool | None:
-        """microVAD's verdict, once the room was first too noisy (then on every frame, so its
-        state stays whole when the room changes back and forth). Its first 0.76 s it says
-        nothing (-1): taken as speech, so no pause is counted on no evidence."""
+        """microVAD's verdict once it may judge. It runs from the room's first too-noisy frame
+        on every frame, so its state stays whole when the room changes back and forth. Its
+        first 0.76 s it says nothing (-1): taken as speech, so no pause is counted on no
+        evidence."""
         if self._model is None:
-            if not (self._model_when_noisy and self.too_noisy):
+            if self._model_after is None or not self.too_noisy:
                 return None
             self._model = MicroVad()
         first = self._model.process_10ms(frame[:HALF])
         second = self._model.process_10ms(frame[HALF:])
+        if self._model_after is None or self._speech_frames < self._model_after:
+            return None
         return min(first, second) < 0 or max(first, second) >= MODEL_THRESHOLD
 
     @property
@@ -101,3 +115,8 @@ class SpeechFrames:
     def too_noisy(self) -> bool:
         snr = self.snr_db
         return snr is not None and snr < MIN_SNR_DB
+
+    @property
+    def judges_pauses(self) -> bool:
+        """Whether a pause it hears now is one: the room is not too noisy, or microVAD judged."""
+        return not self.too_noisy or self._model_judged
