@@ -59,7 +59,7 @@ def figures(facts: dict[str, Row], results: Results, settings: list[str]) -> Row
     every = list(facts)
     out: Row = {"overall": {n: _by_class(facts, results, every, n) for n in settings}}
     for factor in FACTORS:
-        values = sorted({str(f[factor]) for f in facts.values()})
+        values = sorted({str(f[factor]) for f in facts.values()}, key=_in_order)
         out[f"by_{factor}"] = {
             v: {n: _by_class(facts, results, [s for s in every if str(facts[s][factor]) == v], n)
                 for n in settings}
@@ -75,13 +75,21 @@ def _pairs(results: Results, scenes: list[str], a: str, b: str) -> list[tuple[Ro
             and not failed(results[s][a]) and not failed(results[s][b])]  # fmt: skip
 
 
-def _cells(facts: dict[str, Row], kind: str) -> dict[tuple[str, str], list[str]]:
-    """A class's scenes by (SNR, room)."""
+def _in_order(value: str) -> tuple[bool, float, str]:
+    """A factor's values as a reader scans them: numbers (SNRs) by size, then words ("quiet")."""
+    try:
+        return False, float(value), ""
+    except ValueError:
+        return True, 0.0, value
+
+
+def _cells(facts: dict[str, Row], kind: str) -> list[tuple[tuple[str, str], list[str]]]:
+    """A class's scenes by (SNR, room), in SNR order, then by room."""
     out: dict[tuple[str, str], list[str]] = {}
     for s, f in facts.items():
         if f["class"] == kind:
             out.setdefault((str(f["snr"]), f["room"]), []).append(s)
-    return out
+    return sorted(out.items(), key=lambda cell: (_in_order(cell[0][0]), cell[0][1]))
 
 
 def _snr_at_least(snr: str, db: int) -> bool:
@@ -93,7 +101,7 @@ def complete_goal(facts: dict[str, Row], results: Results, gateway: str, mode: s
     last word -> transcript <= the ratio goal x HA's default hold's (its end, then the STT);
     at 5 dB never later than it."""
     checks = []
-    for (snr, room), scenes in sorted(_cells(facts, COMPLETE).items()):
+    for (snr, room), scenes in _cells(facts, COMPLETE):
         pairs = _pairs(results, scenes, gateway, HA_DEFAULT)
         if not pairs:
             continue
@@ -124,16 +132,17 @@ def _stock(results: Results, scenes: list[str], gateway: str) -> Row:
 
 def cannot_end_goal(facts: dict[str, Row], results: Results, gateway: str) -> Row:
     """Pauses where a request cannot end: no more cut short than HA's default hold on the same
-    audio, at every SNR and room (with its own VAD: 0)."""
+    audio, at every SNR and room (with its own VAD: 0). `over`: the cuts beyond that limit, so
+    the worst cell is the one furthest over it, not the one with the most cuts."""
     checks = []
-    for (snr, room), scenes in sorted(_cells(facts, CANNOT_END).items()):
+    for (snr, room), scenes in _cells(facts, CANNOT_END):
         pairs = _pairs(results, scenes, gateway, HA_DEFAULT)
         ours = sum(o["cut_short"] for o, _h in pairs)
         ha = sum(h["cut_short"] for _o, h in pairs)
         limit = 0 if gateway == OWN_VAD else ha
         checks.append({"snr": snr, "room": room, "n": len(pairs), "cut_short": ours,
-                       HA_DEFAULT: ha, "met": ours <= limit})  # fmt: skip
-    return _verdict(checks, "cut_short")
+                       HA_DEFAULT: ha, "over": ours - limit, "met": ours <= limit})  # fmt: skip
+    return _verdict(checks, "over")
 
 
 def looks_complete(facts: dict[str, Row], results: Results, settings: list[str]) -> Row:
@@ -148,7 +157,7 @@ def looks_complete(facts: dict[str, Row], results: Results, settings: list[str])
     def at(snr: str) -> Callable[[str], bool]:
         return lambda s: str(facts[s]["snr"]) == snr
 
-    snrs = sorted({str(facts[s]["snr"]) for s in scenes})
+    snrs = sorted({str(facts[s]["snr"]) for s in scenes}, key=_in_order)
     return {
         n: {"overall": share(n, lambda _s: True), **{snr: share(n, at(snr)) for snr in snrs}}
         for n in settings
