@@ -34,11 +34,12 @@ class Frames(Protocol):
 
     @property
     def too_noisy(self) -> bool:
-        """Whether the speech stands too little above the room's noise to judge pauses."""
+        """Whether the speech stands too little above the room's noise for webrtcvad to judge
+        pauses (and the words to end the turn)."""
 
     @property
     def judges_pauses(self) -> bool:
-        """Whether a pause it hears now is one (not too noisy, or a model judged the frame)."""
+        """Whether a pause may cut on its last frame (not too noisy, or a model judged it)."""
 
     @property
     def noise_dbfs(self) -> float: ...
@@ -122,8 +123,11 @@ class PauseDetector:
             return Signal.RESUMED if self._after_cut == RESUME_MS // FRAME_MS else None
         self._quiet += 1
         enough = self._speech * FRAME_MS >= MIN_SPEECH_MS
-        # too noisy for webrtcvad: a pause may be noise taken for speech ending; no request is
-        # wasted on it unless microVAD judged it
+        # too noisy for webrtcvad, and microVAD did not judge this frame: the pause may be noise
+        # taken for speech ending, so no request is spent on it yet. Its quiet frames still count
+        # once a frame may cut: where the SNR estimate starts too noisy (pink noise), webrtcvad's
+        # pause after the words was real; dropping it delayed the cut 0.28-0.44 s (the pink
+        # scenes of tests/gateway/test_early.py, 2026-12-04).
         trusted = self._frames.judges_pauses
         if self.armed and enough and self._quiet >= self._pause_frames and trusted:
             self.armed = False

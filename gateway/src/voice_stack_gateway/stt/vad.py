@@ -17,13 +17,15 @@ noise (webrtcvad then finds pauses inside words, or none at all): `too_noisy` sa
 words no longer end the turn (Home Assistant's VAD does, or the own VAD's hold). While too
 noisy, HA's own speech model (microVAD, `pymicro-vad`) judges the frames instead: in steady
 noise 5 dB below the voice, where webrtcvad hears speech throughout, it still hears the pause
-(bench/room_bench.py), at about 0.3 ms of CPU a frame, paid only then. `judges_pauses` says
-whether a pause it reports may start an early request.
+(bench/room_bench.py). It costs about 0.3 ms of CPU a frame, on every frame of the utterance
+from the room's first too-noisy one. `judges_pauses` says whether a pause may start an early
+request on this frame.
 
 With the own VAD there is no other judge, so microVAD judges as soon as the room is too noisy.
 Otherwise it judges only after webrtcvad heard SETTLE_MS of speech (HA's audio-stop still ends
-the turn): judging from the first syllables, before the noise estimate settles, it lagged the
-sound in pink noise and its cuts came 0.2-0.7 s later than none at all (room run, 2026-12-04).
+the turn): asked from the first syllables, before the noise estimate settles, it lagged the
+sound in pink noise, and its cuts answered 0.2-0.7 s later than the whole audio sent at
+audio-stop did (room run, 2026-12-04).
 """
 
 from __future__ import annotations
