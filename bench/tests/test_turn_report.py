@@ -195,9 +195,9 @@ def _cannot_end_scenes() -> tuple[dict[str, Row], dict[str, dict[str, Row]]]:
 
 
 def test_cannot_end_goal_allows_ha_s_default_hold_s_cuts() -> None:
-    facts, results = _cannot_end_scenes()
     """The worst cell is the one furthest over HA's cuts (before 2026-12-04: the first with the
     most cuts, here the living room, which met the goal)."""
+    facts, results = _cannot_end_scenes()
     kitchen = {"snr": "5", "room": "kitchen", "n": 1, "cut_short": 1, "ha_0.7": 0, "over": 1,
                "met": False}  # fmt: skip
     assert cannot_end_goal(facts, results, GW) == {

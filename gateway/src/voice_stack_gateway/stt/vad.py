@@ -63,7 +63,6 @@ class SpeechFrames:
         self._vad = webrtcvad.Vad(MODE)
         self._model_after = None if model_after_ms is None else model_after_ms // FRAME_MS
         self._model: MicroVad | None = None  # made when first needed
-        self._model_judged = False  # the last frame was microVAD's verdict
         self._recent: deque[int] = deque(maxlen=NOISE_FRAMES)  # the frames' levels
         self.noise = DIGITAL_SILENCE  # the room's noise level now (RMS of 16-bit samples)
         self._level_sum = 0
@@ -78,9 +77,8 @@ class SpeechFrames:
         if heard:
             self._level_sum += level
             self._speech_frames += 1
-        model = self._model_hears(frame)  # None: not asked for, or not needed yet
-        self._model_judged = model is not None and self.too_noisy
-        if model is not None and self._model_judged:
+        model = self._model_hears(frame)  # None: no model (not asked for, or not noisy yet)
+        if model is not None and self.too_noisy and self._model_settled:
             return model
         return heard or (
             self._speech_frames > 0
@@ -88,19 +86,23 @@ class SpeechFrames:
         )
 
     def _model_hears(self, frame: bytes) -> bool | None:
-        """microVAD's verdict once it may judge. It runs from the room's first too-noisy frame
-        on every frame, so its state stays whole when the room changes back and forth. Its
-        first 0.76 s it says nothing (-1): taken as speech, so no pause is counted on no
-        evidence."""
+        """microVAD's verdict, from the room's first too-noisy frame on every frame, so its
+        state stays whole when the room changes back and forth (whether it is asked is
+        `_model_settled`'s say). Its first 0.76 s it says nothing (-1): taken as speech, so no
+        pause is counted on no evidence."""
         if self._model is None:
             if self._model_after is None or not self.too_noisy:
                 return None
             self._model = MicroVad()
         first = self._model.process_10ms(frame[:HALF])
         second = self._model.process_10ms(frame[HALF:])
-        if self._model_after is None or self._speech_frames < self._model_after:
-            return None
         return min(first, second) < 0 or max(first, second) >= MODEL_THRESHOLD
+
+    @property
+    def _model_settled(self) -> bool:
+        """microVAD runs and may judge: webrtcvad heard the speech it waits for."""
+        after = self._model_after
+        return self._model is not None and after is not None and self._speech_frames >= after
 
     @property
     def noise_dbfs(self) -> float:
@@ -120,5 +122,6 @@ class SpeechFrames:
 
     @property
     def judges_pauses(self) -> bool:
-        """Whether a pause it hears now is one: the room is not too noisy, or microVAD judged."""
-        return not self.too_noisy or self._model_judged
+        """Whether a pause may cut on its last frame: the room is not too noisy, or microVAD
+        judged the frame."""
+        return not self.too_noisy or self._model_settled
