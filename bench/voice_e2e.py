@@ -127,7 +127,8 @@ def setup_facts(servers: Servers, args: argparse.Namespace) -> dict[str, Any]:
         "questions": args.questions,
         "pairs": args.pairs,
         "asr_modes": list(args.asr),
-        "gateway_end_of_turn": "the defaults: STT_ENDPOINT_MS 400 ms, STT_ENDPOINT_WEAK_MS 700 ms",
+        "gateway_end_of_turn": "the defaults (STT_EAGERNESS=medium): STT_ENDPOINT_MS 700 ms,"
+        " STT_ENDPOINT_WEAK_MS 1000 ms",
         "cpus": os.cpu_count(),
         "logs": str(servers.logs),
     }

@@ -28,7 +28,7 @@ HA_HOLDS = ("ha_0.25", "ha_0.7", "ha_1.25")
 FALLBACK = ("gateway_400", "gateway_400_one_tier", "gateway_700", "gateway_off")
 OWN_VAD = "gateway_own_vad"
 RECORD = {"ended_ms", "after_pause_ms", "transcript_ms", "by", "cut_short", "transcript",
-          "exact", "wer"}  # fmt: skip
+          "exact", "wer", "stream_lag_ms"}  # fmt: skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(LIMIT_S + 120)]
 

@@ -35,6 +35,25 @@ class Outcome:
     transcript_at: float  # when the transcript was there
     by: str  # gateway | ha_hold | ha_timeout | cap
     text: str
+    lag_ms: float = 0.0  # the stream's lag, taken out of both times (`Pacing`); 0: not streamed
+
+
+class Pacing:
+    """How far behind the microphone's clock the bench sent its last chunk. One event loop runs
+    every lane's turns and HA segmenters, so on a busy machine it falls a few ms behind; a
+    satellite's chunks are not late for that reason, so the lag is taken out of the times."""
+
+    def __init__(self, t0: float) -> None:
+        self._t0 = t0
+        self.lag_ms = 0.0
+
+    def sent(self, audio_ms: float, now: float) -> None:
+        """A chunk ending `audio_ms` into the stream was written at `now` (the loop's clock)."""
+        self.lag_ms = max(0.0, (now - self._t0) * 1000 - audio_ms)
+
+    def since_start(self, now: float) -> float:
+        """ms from the stream's start to `now`, less the lag: on the microphone's clock."""
+        return (now - self._t0) * 1000 - self.lag_ms
 
 
 async def _receive(client: AsyncTcpClient, loop: asyncio.AbstractEventLoop) -> tuple[str, float]:
@@ -49,7 +68,7 @@ async def _receive(client: AsyncTcpClient, loop: asyncio.AbstractEventLoop) -> t
 
 
 async def _upload(
-    client: AsyncTcpClient, audio: bytes, hold: HaHold | None, t0: float
+    client: AsyncTcpClient, audio: bytes, hold: HaHold | None, pacing: Pacing, t0: float
 ) -> tuple[float, str]:
     """The audio in real time until HA's hold ends it (or the cap); (its end in ms, why)."""
     loop = asyncio.get_running_loop()
@@ -62,30 +81,34 @@ async def _upload(
             await client.write_event(AudioChunk(RATE, 2, 1, chunk[:n]).event())
         if hold is not None and hold.ended:
             await client.write_event(AudioStop().event())
+            pacing.sent((i + 1) * CHUNK_MS, loop.time())
             return hold.passed_ms, "ha_timeout" if hold.timed_out else "ha_hold"
+        pacing.sent((i + 1) * CHUNK_MS, loop.time())
     await client.write_event(AudioStop().event())
     return len(audio) / BYTES_PER_MS, "cap"
 
 
 async def stream_turn(port: int, audio: bytes, hold: HaHold | None) -> Outcome:
     """One utterance through the gateway as HA's Wyoming STT sends it; `hold` (a fresh one per
-    turn) decides audio-stop, None: no audio-stop before the audio's end."""
+    turn) decides audio-stop, None: no audio-stop before the audio's end. Times are on the
+    microphone's clock: the bench's own lag in sending the audio is taken out (`Pacing`)."""
     loop = asyncio.get_running_loop()
     async with AsyncTcpClient("127.0.0.1", port) as client:
         await client.write_event(Transcribe(language="en").event())
         await client.write_event(AudioStart(RATE, 2, 1).event())
         t0 = loop.time()
-        upload = asyncio.create_task(_upload(client, audio, hold, t0))
+        pacing = Pacing(t0)
+        upload = asyncio.create_task(_upload(client, audio, hold, pacing, t0))
         receive = asyncio.create_task(_receive(client, loop))
         try:
             done, _ = await asyncio.wait((upload, receive), return_when=asyncio.FIRST_COMPLETED)
             if receive in done:
                 text, at = receive.result()
-                ended = (at - t0) * 1000
-                return Outcome(ended, ended, "gateway", text)
+                ended = pacing.since_start(at)
+                return Outcome(ended, ended, "gateway", text, pacing.lag_ms)
             stopped, why = upload.result()
             text, at = await asyncio.wait_for(receive, 60)
-            return Outcome(stopped, (at - t0) * 1000, why, text)
+            return Outcome(stopped, pacing.since_start(at), why, text, pacing.lag_ms)
         finally:
             for task in (upload, receive):
                 task.cancel()
@@ -98,13 +121,22 @@ def held_audio(audio: bytes, end: float | None) -> tuple[float, bytes]:
     return ended, audio[: int(ended) * BYTES_PER_MS]
 
 
+def decided_ms(end: float) -> float:
+    """When HA can know its hold ended the audio at `end`: once the chunk holding the audio it
+    ended on has arrived, at that CHUNK_MS chunk's end (its segmenter judges 10 ms pieces, so
+    `end` falls 10 or 20 ms before). A gateway's turn behind the hold starts from there too."""
+    return (end // CHUNK_MS + 1) * CHUNK_MS
+
+
 async def ha_hold_turn(
     session: aiohttp.ClientSession, speech_url: str, audio: bytes, end: float | None
 ) -> Outcome:
-    """HA's hold alone: where it ends the audio, then the speech server's transcript of it."""
+    """HA's hold alone: where it ends the audio, then, from when it could know (`decided_ms`),
+    the speech server's transcript of it."""
     ended, held = held_audio(audio, end)
     text, asr_ms = await transcribe(session, speech_url, held)
-    return Outcome(ended, ended + asr_ms, "ha_hold" if end is not None else "cap", text)
+    decided = ended if end is None else decided_ms(end)  # None: the stream's last chunk ended
+    return Outcome(ended, decided + asr_ms, "ha_hold" if end is not None else "cap", text)
 
 
 def score(spoken: Spoken, outcome: Outcome) -> dict[str, Any]:
@@ -120,6 +152,7 @@ def score(spoken: Spoken, outcome: Outcome) -> dict[str, Any]:
         "transcript": outcome.text,
         "exact": normalize(outcome.text) == normalize(spoken.entry.text),
         "wer": round(word_error_rate(spoken.entry.text, outcome.text), 3),
+        "stream_lag_ms": round(outcome.lag_ms, 1),
     }
 
 
