@@ -44,16 +44,16 @@ class Pacing:
     satellite's chunks are not late for that reason, so the lag is taken out of the times."""
 
     def __init__(self, t0: float) -> None:
-        self._t0 = t0
+        self.t0 = t0  # the stream's start on the loop's clock
         self.lag_ms = 0.0
 
     def sent(self, audio_ms: float, now: float) -> None:
         """A chunk ending `audio_ms` into the stream was written at `now` (the loop's clock)."""
-        self.lag_ms = max(0.0, (now - self._t0) * 1000 - audio_ms)
+        self.lag_ms = max(0.0, (now - self.t0) * 1000 - audio_ms)
 
     def since_start(self, now: float) -> float:
         """ms from the stream's start to `now`, less the lag: on the microphone's clock."""
-        return (now - self._t0) * 1000 - self.lag_ms
+        return (now - self.t0) * 1000 - self.lag_ms
 
 
 async def _receive(client: AsyncTcpClient, loop: asyncio.AbstractEventLoop) -> tuple[str, float]:
@@ -68,13 +68,13 @@ async def _receive(client: AsyncTcpClient, loop: asyncio.AbstractEventLoop) -> t
 
 
 async def _upload(
-    client: AsyncTcpClient, audio: bytes, hold: HaHold | None, pacing: Pacing, t0: float
+    client: AsyncTcpClient, audio: bytes, hold: HaHold | None, pacing: Pacing
 ) -> tuple[float, str]:
     """The audio in real time until HA's hold ends it (or the cap); (its end in ms, why)."""
     loop = asyncio.get_running_loop()
     for i, at in enumerate(range(0, len(audio), CHUNK_BYTES)):
         # a microphone sends a chunk once it has been recorded: at the end of its 20 ms
-        await asyncio.sleep(max(0.0, t0 + (i + 1) * CHUNK_MS / 1000 - loop.time()))
+        await asyncio.sleep(max(0.0, pacing.t0 + (i + 1) * CHUNK_MS / 1000 - loop.time()))
         chunk = audio[at : at + CHUNK_BYTES]
         n = hold.feed(chunk) if hold is not None else len(chunk)
         if n:
@@ -96,9 +96,8 @@ async def stream_turn(port: int, audio: bytes, hold: HaHold | None) -> Outcome:
     async with AsyncTcpClient("127.0.0.1", port) as client:
         await client.write_event(Transcribe(language="en").event())
         await client.write_event(AudioStart(RATE, 2, 1).event())
-        t0 = loop.time()
-        pacing = Pacing(t0)
-        upload = asyncio.create_task(_upload(client, audio, hold, pacing, t0))
+        pacing = Pacing(loop.time())
+        upload = asyncio.create_task(_upload(client, audio, hold, pacing))
         receive = asyncio.create_task(_receive(client, loop))
         try:
             done, _ = await asyncio.wait((upload, receive), return_when=asyncio.FIRST_COMPLETED)
