@@ -202,7 +202,8 @@ def setup_facts(
         "ha_hold": "HA 2026.11 VoiceCommandSegmenter(silence_seconds=S) on MicroVadSpeexEnhancer"
         "(0, 0, True) scores of 10 ms chunks (assist_pipeline defaults)",
         "ha_holds_alone": "the segmenter's end on the same audio; transcript: the speech server "
-        "on the audio up to that end, timed, after the end (real: tiny.en; fast: modelled)",
+        "on the audio up to that end, timed from when HA can know the end (the end of the "
+        f"{CHUNK_MS} ms chunk it ended in) (real: tiny.en; fast: modelled)",
         "asr_modes": list(args.asr),
         "asr": "real: faster-whisper tiny.en int8 on this CPU, every upload transcribed; fast: "
         f"MODELLED, a GPU-class ASR, whisper's own transcript of the same speech after "
@@ -214,7 +215,8 @@ def setup_facts(
         "gateway": f"voice-stack-gateway at {_commit(args.gateway_src)}, --stt-models "
         f"{STT_MODEL}, early transcription as by default (300 ms pause)",
         "times": "ms of audio after the last word (after_pause_ms: after the first part's last "
-        "sound); a gateway's end is the transcript's arrival, a hold's its end in the audio",
+        "sound); a gateway's end is the transcript's arrival, a hold's its end in the audio; on "
+        "the microphone's clock: the bench's lag in streaming (stream_lag_ms) is taken out",
         "cut_short": "the turn ended before the last word was over",
         "cpus": os.cpu_count(),
         "logs": str(logs),

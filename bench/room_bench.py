@@ -250,7 +250,8 @@ def setup_facts(args: argparse.Namespace, grids: dict[str, Grid]) -> dict[str, A
         | {ANCHOR: "wyoming-openai 0.8.0, HA's 0.7 s hold behind"}
         | {
             h.name: f"HA 2026.11's segmenter alone, {h.silence_s:g} s hold, auto gain"
-            f" {h.auto_gain_dbfs} dBFS, noise suppression {h.noise_suppression}"
+            f" {h.auto_gain_dbfs} dBFS, noise suppression {h.noise_suppression}; its STT from"
+            " the end of the 20 ms chunk it ended in"
             for h in HOLDS
         },
         "times": "ms of audio after the last word: a gateway's end is its transcript's arrival,"

@@ -56,7 +56,9 @@ class Pacing:
         return (now - self.t0) * 1000 - self.lag_ms
 
 
-async def _receive(client: AsyncTcpClient, loop: asyncio.AbstractEventLoop) -> tuple[str, float]:
+async def _receive(client: AsyncTcpClient, pacing: Pacing) -> tuple[str, float, float]:
+    """The transcript, when it came on the microphone's clock, and the lag taken out then."""
+    loop = asyncio.get_running_loop()
     while True:
         event = await client.read_event()
         if event is None:
@@ -64,7 +66,8 @@ async def _receive(client: AsyncTcpClient, loop: asyncio.AbstractEventLoop) -> t
         if event.type == "error":
             raise RuntimeError(f"the gateway answered an error: {event.data}")
         if Transcript.is_type(event.type):
-            return Transcript.from_event(event).text, loop.time()
+            text = Transcript.from_event(event).text
+            return text, pacing.since_start(loop.time()), pacing.lag_ms
 
 
 async def _upload(
@@ -98,16 +101,15 @@ async def stream_turn(port: int, audio: bytes, hold: HaHold | None) -> Outcome:
         await client.write_event(AudioStart(RATE, 2, 1).event())
         pacing = Pacing(loop.time())
         upload = asyncio.create_task(_upload(client, audio, hold, pacing))
-        receive = asyncio.create_task(_receive(client, loop))
+        receive = asyncio.create_task(_receive(client, pacing))
         try:
             done, _ = await asyncio.wait((upload, receive), return_when=asyncio.FIRST_COMPLETED)
             if receive in done:
-                text, at = receive.result()
-                ended = pacing.since_start(at)
-                return Outcome(ended, ended, "gateway", text, pacing.lag_ms)
+                text, at, lag = receive.result()
+                return Outcome(at, at, "gateway", text, lag)
             stopped, why = upload.result()
-            text, at = await asyncio.wait_for(receive, 60)
-            return Outcome(stopped, pacing.since_start(at), why, text, pacing.lag_ms)
+            text, at, lag = await asyncio.wait_for(receive, 60)
+            return Outcome(stopped, at, why, text, lag)
         finally:
             for task in (upload, receive):
                 task.cancel()
