@@ -55,7 +55,7 @@ from voice_stack_bench.e2e.asr import (
 from voice_stack_bench.endpoint.corpus import BYTES_PER_MS, Spoken, load_corpus, speak
 from voice_stack_bench.endpoint.gateways import DEFAULT_HOLD_S, Setting, start_gateways
 from voice_stack_bench.endpoint.ha_hold import ENHANCED, HOLDS_S
-from voice_stack_bench.endpoint.turns import CAP_MS, LEAD_MS, turn_reasons
+from voice_stack_bench.endpoint.turns import CAP_MS, CHUNK_MS, LEAD_MS, turn_reasons
 from voice_stack_bench.room.acoustics import ROOMS, impulse_response, measured_rt60
 from voice_stack_bench.room.grid import PIPER, Grid, Planned
 from voice_stack_bench.room.measure import scene_of
@@ -251,7 +251,7 @@ def setup_facts(args: argparse.Namespace, grids: dict[str, Grid]) -> dict[str, A
         | {
             h.name: f"HA 2026.11's segmenter alone, {h.silence_s:g} s hold, auto gain"
             f" {h.auto_gain_dbfs} dBFS, noise suppression {h.noise_suppression}; its STT from"
-            " the end of the 20 ms chunk it ended in"
+            f" the end of the {CHUNK_MS} ms chunk it ended in"
             for h in HOLDS
         },
         "times": "ms of audio after the last word: a gateway's end is its transcript's arrival,"
