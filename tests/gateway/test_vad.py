@@ -129,3 +129,39 @@ def test_the_model_is_not_asked_in_a_quiet_room(phrase: bytes) -> None:
     plain, own = SpeechFrames(None), SpeechFrames(0)
     assert [plain.is_speech(f) for f in frames(audio)] == [own.is_speech(f) for f in frames(audio)]
     assert own._model is None
+
+
+def test_a_second_opinion_starts_on_the_first_sound_after_the_cut(phrase: bytes) -> None:
+    """After a cut, microVAD judges what sounds like speech. It is made on the first such frame
+    (not at the cut, whose early request would wait for its warm-up), warmed on the frames
+    before it: its verdicts are its own at once (unwarmed, it says -1, taken as speech, for
+    0.76 s), so the quiet after a clink is no speech to it, and words are."""
+    vad = SpeechFrames()
+    for f in frames(bytes(FRAME_BYTES * 10) + phrase + bytes(FRAME_BYTES * 20)):
+        vad.is_speech(f)
+    vad.second_opinion()  # the cut
+    assert verdicts(vad, bytes(FRAME_BYTES)) == [None]  # silence: no model yet
+    assert vad._model is None
+    assert verdicts(vad, tone(1000, 8000)) != [None]  # a clink: made on its frame
+    after = verdicts(vad, bytes(FRAME_BYTES * 10))
+    assert after[-1] is False  # warmed: unwarmed, it says nothing (-1, speech) for 0.76 s
+    heard = verdicts(vad, phrase)
+    assert sum(bool(m) for m in heard) > len(heard) / 2  # and words are words to it
+
+
+def verdicts(vad: SpeechFrames, pcm: bytes) -> list[bool | None]:
+    """microVAD's second opinion on each frame of `pcm`."""
+    out = []
+    for f in frames(pcm):
+        vad.is_speech(f)
+        out.append(vad.model_heard)
+    return out
+
+
+def test_no_second_opinion_without_a_model() -> None:
+    """`model_after_ms` None (webrtcvad alone): a cut asks for no model."""
+    vad = SpeechFrames(None)
+    vad.second_opinion()
+    for f in frames(tone(300, 8000, 20)):
+        vad.is_speech(f)
+    assert vad.model_heard is None

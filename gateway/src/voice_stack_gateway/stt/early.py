@@ -4,7 +4,14 @@ comes (Home Assistant sends it only after about 0.7 s of silence of its own).
 
 Every decision counts audio frames, never the wall clock, so the same audio always gives the
 same cuts however fast it is sent. No speech can be lost: an early transcript answers only if
-not one frame after its cut was speech; otherwise the whole audio is transcribed as usual.
+no speech came after its cut; otherwise the whole audio is transcribed as usual.
+
+After a cut, a burst webrtcvad calls speech is speech only if microVAD (HA's own speech model)
+hears it too, or it runs DOUBT_RUN_MS: a clink of dishes is not, and used to void the early
+request, so the whole audio waited for audio-stop. A doubted burst still counts until OPEN_MS
+after it ends, as a word's first frames often come before microVAD hears them; and microVAD
+once missed a whole 400 ms word that webrtcvad heard, which the run rule keeps (the room
+corpus replayed: docs/notebook/end-of-turn.md, 2026-12-04).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from .vad import FRAME_BYTES, FRAME_MS, SpeechFrames
 _LOGGER = logging.getLogger(__name__)
 MIN_SPEECH_MS = 250  # speech before a pause counts
 RESUME_MS = 100  # speech after a cut that makes its result useless; in a row, ends a pause
+DOUBT_RUN_MS = 200  # after a cut, a burst this long is speech whatever microVAD says
+OPEN_MS = 60  # a doubted burst counts as speech until this long after its last frame
 
 
 class Signal(Enum):
@@ -42,6 +51,13 @@ class Frames(Protocol):
         """Whether a pause may cut on its last frame (not too noisy, or a model judged it)."""
 
     @property
+    def model_heard(self) -> bool | None:
+        """A model's verdict on the last frame (None: no model asked)."""
+
+    def second_opinion(self) -> None:
+        """A cut was made: from now on a model hears every frame too."""
+
+    @property
     def noise_dbfs(self) -> float: ...
 
     @property
@@ -61,12 +77,25 @@ class PauseDetector:
         self._run = 0  # speech frames in a row
         self._resume_frames = RESUME_MS // FRAME_MS
         self._after_cut = 0  # speech frames since the last cut
+        self._doubted_at: int | None = None  # the last doubted frame since the cut (its number)
+        self._doubted = 0  # doubted frames since the cut
+        self._doubt_frames = DOUBT_RUN_MS // FRAME_MS
+        self._open_frames = OPEN_MS // FRAME_MS
         self._cut = False  # a cut was made and no speech came after it yet...
         self.armed = True  # ...or speech came after it: a later pause may cut again
 
     @property
     def speech_after_cut(self) -> bool:
-        return self._after_cut > 0
+        """Speech came after the last cut, or a doubted burst is still open."""
+        doubted = self._doubted_at
+        return self._after_cut > 0 or (
+            doubted is not None and self._frames_seen - doubted < self._open_frames
+        )
+
+    @property
+    def doubted_ms(self) -> int:
+        """Sound after the last cut taken for no speech (webrtcvad heard it, microVAD did not)."""
+        return self._doubted * FRAME_MS
 
     @property
     def noise(self) -> Frames:
@@ -118,8 +147,12 @@ class PauseDetector:
                 self._quiet = 0
             if not self._cut:
                 return None
+            self.armed = True  # a later pause may cut again, doubted or not
+            if self._frames.model_heard is False and self._run < self._doubt_frames:
+                self._doubted_at = self._frames_seen
+                self._doubted += 1
+                return None
             self._after_cut += 1
-            self.armed = True
             return Signal.RESUMED if self._after_cut == RESUME_MS // FRAME_MS else None
         self._quiet += 1
         enough = self._speech * FRAME_MS >= MIN_SPEECH_MS
@@ -133,6 +166,9 @@ class PauseDetector:
             self.armed = False
             self._cut = True
             self._after_cut = 0
+            self._doubted_at = None
+            self._doubted = 0
+            self._frames.second_opinion()
             return Signal.CUT
         return None
 
@@ -191,6 +227,13 @@ class EarlyTranscription:
     def take(self) -> Transcription | None:
         """The current request, which this utterance no longer drops or closes (its answer)."""
         current, self.current = self.current, None
+        if current is not None and (doubted := self._detector.doubted_ms):
+            _LOGGER.debug(
+                "Early transcription %d kept: %d ms of sound after its cut was no speech to"
+                " microVAD (a clink, a door)",
+                self.cuts,
+                doubted,
+            )
         return current
 
     def at_stop(self) -> Transcription | None:

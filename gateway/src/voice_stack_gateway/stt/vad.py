@@ -26,6 +26,11 @@ Otherwise it judges only after webrtcvad heard SETTLE_MS of speech (HA's audio-s
 the turn): asked from the first syllables, before the noise estimate settles, it lagged the
 sound in pink noise, and its cuts answered 0.2-0.7 s later than the whole audio sent at
 audio-stop did (room run, 2026-12-04).
+
+After a cut, microVAD also gives a second opinion (`second_opinion`, `model_heard`): the early
+request's pause detector asks it whether a short burst webrtcvad calls speech is a word or a
+clink of dishes (early.py). It starts at the first such burst, warmed on the 1.5 s before it so
+its first verdict is already its own, and hears every frame from then on.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ DIGITAL_SILENCE = 1  # the noise level of digital silence: any sound at all is a
 SETTLE_MS = 1500  # speech heard before microVAD's pauses may start early requests
 MODEL_THRESHOLD = 0.5  # microVAD's probability of speech that counts (as HA counts it)
 HALF = FRAME_BYTES // 2  # microVAD takes 10 ms at a time
+WARM_FRAMES = 75  # a second opinion's model first hears the last 1.5 s (it settles in 0.76 s)
 
 
 class SpeechFrames:
@@ -64,6 +70,9 @@ class SpeechFrames:
         self._model_after = None if model_after_ms is None else model_after_ms // FRAME_MS
         self._model: MicroVad | None = None  # made when first needed
         self._recent: deque[int] = deque(maxlen=NOISE_FRAMES)  # the frames' levels
+        self._ring: deque[bytes] = deque(maxlen=WARM_FRAMES)  # the frames, for a late model
+        self.model_heard: bool | None = None  # microVAD's verdict on the last frame, if asked
+        self._opinion_wanted = False  # a cut asked for microVAD's second opinion
         self.noise = DIGITAL_SILENCE  # the room's noise level now (RMS of 16-bit samples)
         self._level_sum = 0
         self._speech_frames = 0
@@ -77,19 +86,24 @@ class SpeechFrames:
         if heard:
             self._level_sum += level
             self._speech_frames += 1
-        model = self._model_hears(frame)  # None: no model (not asked for, or not noisy yet)
-        if model is not None and self.too_noisy and self._model_settled:
-            return model
-        return heard or (
+        sound = heard or (
             self._speech_frames > 0
             and level >= max(self._level_sum / self._speech_frames * GUARD, self.noise * OVER_NOISE)
         )
+        if sound and self._opinion_wanted and self._model is None:
+            self._warm_model()
+        self._ring.append(frame)
+        model = self._model_hears(frame)  # None: no model (not asked for, or not noisy yet)
+        self.model_heard = model
+        if model is not None and self.too_noisy and self._model_settled:
+            return model
+        return sound
 
     def _model_hears(self, frame: bytes) -> bool | None:
-        """microVAD's verdict, from the room's first too-noisy frame on every frame, so its
-        state stays whole when the room changes back and forth (whether it is asked is
-        `_model_settled`'s say). Its first 0.76 s it says nothing (-1): taken as speech, so no
-        pause is counted on no evidence."""
+        """microVAD's verdict, on every frame from the room's first too-noisy one (or from a
+        second opinion's first), so its state stays whole when the room changes back and forth
+        (whether it judges is `_model_settled`'s say). Made unwarmed, its first 0.76 s it says
+        nothing (-1): taken as speech, so no pause is counted on no evidence."""
         if self._model is None:
             if self._model_after is None or not self.too_noisy:
                 return None
@@ -97,6 +111,19 @@ class SpeechFrames:
         first = self._model.process_10ms(frame[:HALF])
         second = self._model.process_10ms(frame[HALF:])
         return min(first, second) < 0 or max(first, second) >= MODEL_THRESHOLD
+
+    def second_opinion(self) -> None:
+        """A cut was made: microVAD is to judge the sound after it too (`model_heard`). It
+        starts on the first frame after the cut that sounds like speech, warmed on the frames
+        before it: a cut with no sound after it costs nothing, and the early request is not held
+        up by the warm-up (about 20 ms of CPU). No model with `model_after_ms` None."""
+        self._opinion_wanted = self._model_after is not None
+
+    def _warm_model(self) -> None:
+        self._model = MicroVad()
+        for frame in self._ring:
+            self._model.process_10ms(frame[:HALF])
+            self._model.process_10ms(frame[HALF:])
 
     @property
     def _model_settled(self) -> bool:
