@@ -158,10 +158,12 @@ def verdicts(vad: SpeechFrames, pcm: bytes) -> list[bool | None]:
     return out
 
 
-def test_no_second_opinion_without_a_model() -> None:
+def test_no_second_opinion_without_a_model(phrase: bytes) -> None:
     """`model_after_ms` None (webrtcvad alone): a cut asks for no model."""
     vad = SpeechFrames(None)
+    sound = [vad.is_speech(f) for f in frames(phrase)]
     vad.second_opinion()
-    for f in frames(tone(300, 8000, 20)):
-        vad.is_speech(f)
-    assert vad.model_heard is None
+    sound += [vad.is_speech(f) for f in frames(phrase)]
+    assert any(sound[len(sound) // 2 :])  # sound after the cut...
+    assert vad.model_heard is None  # ...and no model
+    assert vad._model is None

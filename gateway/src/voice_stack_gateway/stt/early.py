@@ -6,12 +6,14 @@ Every decision counts audio frames, never the wall clock, so the same audio alwa
 same cuts however fast it is sent. No speech can be lost: an early transcript answers only if
 no speech came after its cut; otherwise the whole audio is transcribed as usual.
 
-After a cut, a burst webrtcvad calls speech is speech only if microVAD (HA's own speech model)
-hears it too, or it runs DOUBT_RUN_MS: a clink of dishes is not, and used to void the early
-request, so the whole audio waited for audio-stop. A doubted burst still counts until OPEN_MS
-after it ends, as a word's first frames often come before microVAD hears them; and microVAD
-once missed a whole 400 ms word that webrtcvad heard, which the run rule keeps (the room
-corpus replayed: docs/notebook/end-of-turn.md, 2026-12-04).
+After a cut, sound webrtcvad calls speech is speech only if microVAD (HA's own speech model)
+hears it too, or once DOUBT_MS of it came since the cut: a clink of dishes is not, and used to
+void the early request, so the whole audio waited for audio-stop. A doubted burst still counts
+until OPEN_MS after it ends, and is speech after all if microVAD hears speech in that time: a
+word's first frames often come before microVAD hears them. microVAD once missed a whole 400 ms
+word that webrtcvad heard, which DOUBT_MS keeps (the room corpus replayed:
+docs/notebook/end-of-turn.md, 2026-12-04). Where the room is too noisy for webrtcvad and
+microVAD judges every frame (vad.py), there is no second opinion: microVAD alone decides.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .vad import FRAME_BYTES, FRAME_MS, SpeechFrames
 _LOGGER = logging.getLogger(__name__)
 MIN_SPEECH_MS = 250  # speech before a pause counts
 RESUME_MS = 100  # speech after a cut that makes its result useless; in a row, ends a pause
-DOUBT_RUN_MS = 200  # after a cut, a burst this long is speech whatever microVAD says
+DOUBT_MS = 200  # after a cut, sound beyond this much in all is speech whatever microVAD says
 OPEN_MS = 60  # a doubted burst counts as speech until this long after its last frame
 
 
@@ -55,7 +57,7 @@ class Frames(Protocol):
         """A model's verdict on the last frame (None: no model asked)."""
 
     def second_opinion(self) -> None:
-        """A cut was made: from now on a model hears every frame too."""
+        """A cut was made: a model is to judge the sound after it too (`model_heard`)."""
 
     @property
     def noise_dbfs(self) -> float: ...
@@ -79,7 +81,7 @@ class PauseDetector:
         self._after_cut = 0  # speech frames since the last cut
         self._doubted_at: int | None = None  # the last doubted frame since the cut (its number)
         self._doubted = 0  # doubted frames since the cut
-        self._doubt_frames = DOUBT_RUN_MS // FRAME_MS
+        self._doubt_frames = DOUBT_MS // FRAME_MS
         self._open_frames = OPEN_MS // FRAME_MS
         self._cut = False  # a cut was made and no speech came after it yet...
         self.armed = True  # ...or speech came after it: a later pause may cut again
@@ -87,10 +89,23 @@ class PauseDetector:
     @property
     def speech_after_cut(self) -> bool:
         """Speech came after the last cut, or a doubted burst is still open."""
+        return self._after_cut > 0 or self._doubt_open
+
+    def _doubt(self) -> bool:
+        """Whether this sound after the cut is doubted: microVAD hears no speech in it, and
+        less than DOUBT_MS of sound since the cut was doubted (more is speech, bursts split by
+        a soft frame included)."""
+        if self._frames.model_heard is not False or self._doubted + 1 >= self._doubt_frames:
+            return False
+        self._doubted_at = self._frames_seen
+        self._doubted += 1
+        return True
+
+    @property
+    def _doubt_open(self) -> bool:
+        """A doubted burst ended less than OPEN_MS ago (or goes on)."""
         doubted = self._doubted_at
-        return self._after_cut > 0 or (
-            doubted is not None and self._frames_seen - doubted < self._open_frames
-        )
+        return doubted is not None and self._frames_seen - doubted < self._open_frames
 
     @property
     def doubted_ms(self) -> int:
@@ -148,13 +163,13 @@ class PauseDetector:
             if not self._cut:
                 return None
             self.armed = True  # a later pause may cut again, doubted or not
-            if self._frames.model_heard is False and self._run < self._doubt_frames:
-                self._doubted_at = self._frames_seen
-                self._doubted += 1
+            if self._doubt():
                 return None
             self._after_cut += 1
             return Signal.RESUMED if self._after_cut == RESUME_MS // FRAME_MS else None
         self._quiet += 1
+        if self._cut and self._doubt_open and self._frames.model_heard:
+            self._after_cut += 1  # microVAD heard a doubted burst late: it was speech
         enough = self._speech * FRAME_MS >= MIN_SPEECH_MS
         # too noisy for webrtcvad, and microVAD did not judge this frame: the pause may be noise
         # taken for speech ending, so no request is spent on it yet. Its quiet frames still count
