@@ -14,7 +14,7 @@ from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.tts import Synthesize
 
-from voice_stack_bench.endpoint.corpus import load_corpus, speak, trim
+from voice_stack_bench.endpoint.corpus import BYTES_PER_MS, load_corpus, speak, trim
 from voice_stack_bench.room.acoustics import ROOMS
 from voice_stack_bench.room.scene import Scene, in_room
 from voice_stack_dev.fakes.speech import FakeSpeech
@@ -351,6 +351,11 @@ def test_microvad_waits_for_the_noise_estimate_to_settle(
     assert at_once[0] - settled[0] >= 250
 
 
+def frames_until(audio: bytes, ms: float) -> bytes:
+    """The audio's whole 20 ms frames up to `ms` (the detector judges nothing less)."""
+    return audio[: round(ms * BYTES_PER_MS) // FRAME_BYTES * FRAME_BYTES]
+
+
 def test_a_clink_after_the_words_leaves_the_early_request_standing(
     phrases: dict[str, bytes],
 ) -> None:
@@ -362,9 +367,9 @@ def test_a_clink_after_the_words_leaves_the_early_request_standing(
     audio, last = in_room(
         "Turn on the kitchen light.", phrases["light"], "living/dishes@10", 300, 4000, seed=19
     )
-    upto = round((last + 1500) * 32) // FRAME_BYTES * FRAME_BYTES  # about HA's hold's end
-    alone, d_alone = cuts_in(audio[:upto], SpeechFrames(None))
-    cuts, d = cuts_in(audio[:upto])
+    heard = frames_until(audio, last + 1500)  # about HA's hold's end
+    alone, d_alone = cuts_in(heard, SpeechFrames(None))
+    cuts, d = cuts_in(heard)
     assert cuts == alone  # the same cuts...
     assert last < cuts[-1]  # ...the last after the words
     assert d_alone.speech_after_cut
@@ -391,10 +396,9 @@ def test_words_after_a_cut_are_never_doubted_away(
     text = "Turn on the kitchen light. And close the blinds."
     pcm = first + silence(PAUSE_S) + second
     audio, last = in_room(text, pcm, heard, 300, 6000, seed=seed)
-    second_at = 300 + len(first) / 32 + PAUSE_S * 1000
+    second_at = 300 + len(first) / BYTES_PER_MS + PAUSE_S * 1000
     assert last > second_at + 400
-    upto = round((second_at + 400) * 32) // FRAME_BYTES * FRAME_BYTES  # well into the words
-    cuts, d = cuts_in(audio[:upto])
+    cuts, d = cuts_in(frames_until(audio, second_at + 400))  # well into the words
     assert cuts  # the pause cut...
     assert cuts[-1] < second_at  # ...and no later one yet
     assert d.speech_after_cut
@@ -409,7 +413,7 @@ def test_a_word_microvad_does_not_hear_is_still_speech(speech_server: Service) -
     spoken = asyncio.run(speak(speech_server.url, (entry,)))[0]
     audio = Scene(spoken, "piper", ROOMS["hall"], "hvac", 15.0, seed=961).audio(300, 4000)
     start, end = (300 + ms for ms in spoken.spans_ms[1])
-    cuts, d = cuts_in(audio[: round((end + 200) * 32) // FRAME_BYTES * FRAME_BYTES])
+    cuts, d = cuts_in(frames_until(audio, end + 200))
     assert cuts
     assert cuts[-1] < start  # the pause before "bedroom." cut, and nothing after
     assert d.doubted_ms >= 180  # microVAD did not hear its first 200 ms
