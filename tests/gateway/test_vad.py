@@ -149,6 +149,24 @@ def test_a_second_opinion_starts_on_the_first_sound_after_the_cut(phrase: bytes)
     assert sum(bool(m) for m in heard) > len(heard) / 2  # and words are words to it
 
 
+def test_a_second_opinion_reports_its_view_of_the_frames_it_was_warmed_on(phrase: bytes) -> None:
+    """Once, on the frame it starts: the last 1.5 s as (sound, heard), so the pause can be
+    re-counted on them (early.py). The words at their start are speech to it."""
+    vad = SpeechFrames()
+    before = frames(bytes(FRAME_BYTES * 10) + phrase + bytes(FRAME_BYTES * 30))
+    for f in before:
+        vad.is_speech(f)
+        assert vad.warmed() == []
+    vad.second_opinion()
+    vad.is_speech(frames(tone(1000, 8000))[0])
+    warmed = vad.warmed()
+    assert len(warmed) == min(len(before), 75)
+    assert any(sound and heard for sound, heard in warmed[38:])  # words, judged warm
+    assert warmed[-1] == (False, False)  # the quiet 0.6 s after them
+    vad.is_speech(bytes(FRAME_BYTES))
+    assert vad.warmed() == []  # once
+
+
 def verdicts(vad: SpeechFrames, pcm: bytes) -> list[bool | None]:
     """microVAD's second opinion on each frame of `pcm`."""
     out = []

@@ -74,7 +74,7 @@ class Heard:
 
     audio_ms: int = 0
     speech_ms: int = 0
-    pause_ms: int = 0  # the quiet since the last speech (a burst under 100 ms is no speech)
+    pause_ms: int = 0  # since the last speech (early.py `Pause`: a clink is no speech)
     cuts: int = 0  # early requests started
     speech_after_cut: bool = False
     early: str = "none"  # the last cut's request: "none" (dropped), "pending", "failed", "back"

@@ -70,7 +70,8 @@ class SpeechFrames:
         self._model_after = None if model_after_ms is None else model_after_ms // FRAME_MS
         self._model: MicroVad | None = None  # made when first needed
         self._recent: deque[int] = deque(maxlen=NOISE_FRAMES)  # the frames' levels
-        self._ring: deque[bytes] = deque(maxlen=WARM_FRAMES)  # the frames, for a late model
+        self._ring: deque[tuple[bytes, bool]] = deque(maxlen=WARM_FRAMES)  # frames, sound
+        self._warmed: list[tuple[bool, bool]] = []  # the ring as a late model judged it
         self.model_heard: bool | None = None  # microVAD's verdict on the last frame, if asked
         self._opinion_wanted = False  # a cut asked for microVAD's second opinion
         self.noise = DIGITAL_SILENCE  # the room's noise level now (RMS of 16-bit samples)
@@ -90,9 +91,10 @@ class SpeechFrames:
             self._speech_frames > 0
             and level >= max(self._level_sum / self._speech_frames * GUARD, self.noise * OVER_NOISE)
         )
+        self._warmed = []
         if sound and self._opinion_wanted and self._model is None:
             self._warm_model()
-        self._ring.append(frame)
+        self._ring.append((frame, sound))
         model = self._model_hears(frame)  # None: no model (not asked for, or not noisy yet)
         self.model_heard = model
         if model is not None and self.too_noisy and self._model_settled:
@@ -108,8 +110,12 @@ class SpeechFrames:
             if self._model_after is None or not self.too_noisy:
                 return None
             self._model = MicroVad()
-        first = self._model.process_10ms(frame[:HALF])
-        second = self._model.process_10ms(frame[HALF:])
+        return self._model_verdict(self._model, frame)
+
+    @staticmethod
+    def _model_verdict(model: MicroVad, frame: bytes) -> bool:
+        first = model.process_10ms(frame[:HALF])
+        second = model.process_10ms(frame[HALF:])
         return min(first, second) < 0 or max(first, second) >= MODEL_THRESHOLD
 
     def second_opinion(self) -> None:
@@ -120,10 +126,14 @@ class SpeechFrames:
         self._opinion_wanted = self._model_after is not None
 
     def _warm_model(self) -> None:
-        self._model = MicroVad()
-        for frame in self._ring:
-            self._model.process_10ms(frame[:HALF])
-            self._model.process_10ms(frame[HALF:])
+        model = self._model = MicroVad()
+        self._warmed = [(sound, self._model_verdict(model, frame)) for frame, sound in self._ring]
+
+    def warmed(self) -> list[tuple[bool, bool]]:
+        """The frames before this one as microVAD, warmed on them, judged them: (sound, heard),
+        on the frame it started (its first 0.76 s, which it cannot judge, heard); else empty.
+        The pause is re-counted on them (early.py), so a clink before the cut is no speech."""
+        return self._warmed
 
     @property
     def _model_settled(self) -> bool:
