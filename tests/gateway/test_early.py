@@ -190,24 +190,26 @@ def test_a_burst_the_model_hears_after_a_cut_is_speech() -> None:
     assert after_cut(d)
 
 
-def test_sound_microvad_does_not_hear_is_part_of_the_pause() -> None:
-    """A clink after a cut, 120 ms that microVAD does not hear: the pause reads 0 while it may
-    still be a word (until OPEN_MS after it), then it is pause, as it is to HA's hold. Until
-    2026-12-05 it restarted the pause, and dishes kept the own VAD's hold from ever ending."""
+def test_sound_microvad_does_not_hear_is_part_of_the_holds_pause() -> None:
+    """A clink after a cut, 120 ms that microVAD does not hear: the own VAD's hold's pause reads
+    0 while it may still be a word (until OPEN_MS after it), then it is pause, as it is to HA's
+    hold. Until 2026-12-05 it restarted the pause, and dishes kept the hold from ever ending.
+    The words' endpoints still count it as speech."""
     frames = Scripted()
     d = PauseDetector(300, frames)
     signals(d, (LOUD, 20), (QUIET, 15))
     frames.model_heard = False
     signals(d, (LOUD, 6))
-    assert d.pause_ms == 0
+    assert d.hold_pause_ms == 0
     signals(d, (QUIET, 2))
-    assert d.pause_ms == 0  # 40 ms after it: microVAD may still hear a word
+    assert d.hold_pause_ms == 0  # 40 ms after it: microVAD may still hear a word
     signals(d, (QUIET, 1))
-    assert d.pause_ms == (15 + 6 + 3) * 20
+    assert d.hold_pause_ms == (15 + 6 + 3) * 20
+    assert d.pause_ms == 3 * 20
 
 
 @pytest.mark.parametrize("late", [False, True])
-def test_a_burst_microvad_hears_restarts_the_pause(late: bool) -> None:
+def test_a_burst_microvad_hears_restarts_the_holds_pause(late: bool) -> None:
     """In the burst or within OPEN_MS after it (microVAD lags a word's start)."""
     frames = Scripted()
     d = PauseDetector(300, frames)
@@ -218,26 +220,26 @@ def test_a_burst_microvad_hears_restarts_the_pause(late: bool) -> None:
     signals(d, (QUIET, 1))
     frames.model_heard = False
     signals(d, (QUIET, 4))
-    assert d.pause_ms == (4 if late else 5) * 20
+    assert d.hold_pause_ms == (4 if late else 5) * 20
 
 
-def test_without_a_model_a_burst_restarts_the_pause() -> None:
+def test_without_a_model_a_burst_restarts_the_holds_pause() -> None:
     d = PauseDetector(300, Scripted())
     signals(d, (LOUD, 20), (QUIET, 15), (LOUD, 6), (QUIET, 3))
-    assert d.pause_ms == 60
+    assert d.hold_pause_ms == 60
 
 
-def test_microvad_re_counts_the_pause_over_the_frames_it_was_warmed_on() -> None:
+def test_microvad_re_counts_the_holds_pause_over_the_frames_it_was_warmed_on() -> None:
     """microVAD starts at the first sound after a cut, warmed on the frames before it: sound it
     does not hear there (a clink just before the cut) is pause too, not only what comes after."""
     frames = Scripted()
     d = PauseDetector(300, frames)
     signals(d, (LOUD, 20), (QUIET, 5), (LOUD, 6), (QUIET, 15))  # the clink restarted the pause
-    assert d.pause_ms == 15 * 20
+    assert d.hold_pause_ms == 15 * 20
     heard, clink = [(True, True)] * 20 + [(False, False)] * 5, [(True, False)] * 6
     frames.warm, frames.model_heard = heard + clink + [(False, False)] * 15, False
     signals(d, (LOUD, 1), (QUIET, 3))
-    assert d.pause_ms == (5 + 6 + 15 + 1 + 3) * 20
+    assert d.hold_pause_ms == (5 + 6 + 15 + 1 + 3) * 20
 
 
 def test_frames_are_counted_across_chunks_and_at_the_end() -> None:
@@ -491,7 +493,7 @@ def test_dishes_let_the_own_vads_hold_end(speech_server: Service) -> None:
         d = PauseDetector(300, frames)
         for at in range(0, len(audio), FRAME_BYTES):
             d.feed(audio[at : at + FRAME_BYTES])
-            if d.speech_ms >= 250 and d.pause_ms >= 1300:
+            if d.speech_ms >= 250 and d.hold_pause_ms >= 1300:
                 return d.audio_ms
         return None
 

@@ -37,13 +37,17 @@ NOISY = "speech 4.0 dB over noise at -33.0 dBFS"
 
 def back(words: str, **known: Any) -> Heard:
     """A turn whose last cut's early transcript came back with `words`, 1 s of speech before."""
-    facts = {"audio_ms": 1600, "speech_ms": 1000, "pause_ms": 300, "cuts": 1} | known
-    return Heard(early="back", words=words, verdict=judge(words, "en"), **facts)
+    return Heard(early="back", words=words, verdict=judge(words, "en"), **facts_of(known))
 
 
 def early(state: str, **known: Any) -> Heard:
+    return Heard(early=state, **facts_of(known))
+
+
+def facts_of(known: dict[str, Any]) -> dict[str, Any]:
+    """The turn's counts; the hold's pause is the words' unless a clink parts them."""
     facts = {"audio_ms": 1600, "speech_ms": 1000, "pause_ms": 300, "cuts": 1} | known
-    return Heard(early=state, **facts)
+    return {"hold_pause_ms": facts["pause_ms"]} | facts
 
 
 def light_ends(pause_ms: int, limit: str = "400 ms") -> End:
@@ -102,6 +106,12 @@ OWN_VAD: list[tuple[str, Rules, Heard, Happening, Decision]] = [
     ("other words, at the hold", OWN, back("Turn on the", pause_ms=1300), AUDIO,
      End(Answer.AS_AT_STOP, EndedBy.HOLD, "a 1300 ms pause (>= the 1300 ms hold), and"
          f" {CANNOT}")),
+    ("the hold counts its own pause: a clink after it held the words'", OWN,
+     back("Turn on the", pause_ms=200, hold_pause_ms=1300), AUDIO,
+     End(Answer.AS_AT_STOP, EndedBy.HOLD, "a 1300 ms pause (>= the 1300 ms hold), and"
+         f" {CANNOT}")),
+    ("the words' pause is not the hold's", OWN,
+     back("Turn on the", pause_ms=1300, hold_pause_ms=0), AUDIO, Wait(CANNOT)),
     ("a failed request, at the hold", OWN, early("failed", pause_ms=1300), BACK,
      End(Answer.AS_AT_STOP, EndedBy.HOLD, "a 1300 ms pause (>= the 1300 ms hold), and early"
          " transcription 1 failed")),

@@ -14,6 +14,11 @@ word's first frames often come before microVAD hears them. microVAD once missed 
 word that webrtcvad heard, which DOUBT_MS keeps (the room corpus replayed:
 docs/notebook/end-of-turn.md, 2026-12-04). Where the room is too noisy for webrtcvad and
 microVAD judges every frame (vad.py), there is no second opinion: microVAD alone decides.
+
+The own VAD's hold counts its pause (`HoldPause`) with microVAD's word too once it runs: sound
+it does not hear is pause, as it is to HA's hold. Cuts and the words' endpoints still count
+webrtcvad's quiet alone: a clink re-arms the next cut (whose request covers it), and holds off
+an end on the words (measured on the room corpus: docs/notebook/end-of-turn.md, 2026-12-05).
 """
 
 from __future__ import annotations
@@ -71,14 +76,14 @@ class Frames(Protocol):
     def snr_db(self) -> float | None: ...
 
 
-class Pause:
-    """The turn's pause, in frames: the audio since the last speech, RESUME_MS of sound in a
-    row. Without a model a shorter burst, a click, holds the pause; with microVAD running
-    (after a cut's first sound), a burst is speech only if microVAD hears speech in it or within
-    OPEN_MS after it, and sound it does not hear (a clink of dishes, a door) is part of the
-    pause, as it is to HA's hold. While such sound goes on and OPEN_MS after it, the pause reads
-    0: nothing ends the turn on a word microVAD is slow to hear (a median 37 ms after a word
-    starts, p90 275 ms, on the room corpus)."""
+class HoldPause:
+    """The own VAD's hold's pause, in frames: the audio since the last speech, RESUME_MS of
+    sound in a row. Without a model a shorter burst, a click, holds the pause; with microVAD
+    running (after a cut's first sound), a burst is speech only if microVAD hears speech in it
+    or within OPEN_MS after it, and sound it does not hear (a clink of dishes, a door) is part
+    of the pause, as it is to HA's hold. While such sound goes on and OPEN_MS after it, the
+    pause reads 0: nothing ends the turn on a word microVAD is slow to hear (a median 37 ms
+    after a word starts, p90 275 ms, on the room corpus)."""
 
     def __init__(self) -> None:
         self.frames = 0
@@ -88,7 +93,7 @@ class Pause:
         self._unheard_run = 0  # how long that sound ran
 
     @classmethod
-    def replayed(cls, verdicts: list[tuple[bool, bool]], at_least: int) -> Pause:
+    def replayed(cls, verdicts: list[tuple[bool, bool]], at_least: int) -> HoldPause:
         """The pause had microVAD judged these frames (the ones it was warmed on), and at least
         `at_least` frames (the pause counted without it, if longer than the frames)."""
         pause = cls()
@@ -130,7 +135,7 @@ class PauseDetector:
         self._frames_seen = 0  # every frame of the utterance
         self._speech = 0  # speech frames in the utterance
         self._quiet = 0  # quiet frames since the last RESUME_MS of sound in a row (for cuts)
-        self._pause = Pause()  # the end of turn's
+        self._hold = HoldPause()
         self._run = 0  # speech frames in a row
         self._after_cut = 0  # speech frames since the last cut
         self._doubted_at: int | None = None  # the last doubted frame since the cut (its number)
@@ -177,8 +182,16 @@ class PauseDetector:
 
     @property
     def pause_ms(self) -> int:
-        """The pause the end of turn counts (audio time, not the wall clock): `Pause`."""
-        return self._pause.ms
+        """The quiet heard since sound last ran RESUME_MS in a row (audio time, not the wall
+        clock), which the words' endpoints count: a shorter burst, a click, does not restart
+        it, and a longer one does whatever microVAD says (they end a turn before HA would, so
+        any sound that may be a word holds them off)."""
+        return self._quiet * FRAME_MS
+
+    @property
+    def hold_pause_ms(self) -> int:
+        """The pause the own VAD's hold counts: `HoldPause`."""
+        return self._hold.ms
 
     @property
     def audio_ms(self) -> int:
@@ -210,8 +223,8 @@ class PauseDetector:
         self._frames_seen += 1
         self._run = self._run + 1 if speech else 0
         if warmed := self._frames.warmed():  # microVAD just started: its view of the frames before
-            self._pause = Pause.replayed(warmed, self._pause.frames)
-        self._pause.step(speech, self._frames.model_heard)
+            self._hold = HoldPause.replayed(warmed, self._hold.frames)
+        self._hold.step(speech, self._frames.model_heard)
         if speech:
             self._speech += 1
             if self._run >= RESUME_FRAMES:  # a clink or a click does not end a pause
@@ -278,6 +291,10 @@ class EarlyTranscription:
     @property
     def pause_ms(self) -> int:
         return self._detector.pause_ms
+
+    @property
+    def hold_pause_ms(self) -> int:
+        return self._detector.hold_pause_ms
 
     @property
     def speech_after_cut(self) -> bool:

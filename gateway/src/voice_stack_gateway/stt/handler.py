@@ -52,8 +52,8 @@ class Turn:
         current = early.current
         self.phase = Phase.LISTENING if current is None else Phase.CUT
         known = Heard(
-            early.audio_ms, early.speech_ms, early.pause_ms, early.cuts, early.speech_after_cut,
-            busy=busy, noisy=self.noisy(),
+            early.audio_ms, early.speech_ms, early.pause_ms, early.hold_pause_ms, early.cuts,
+            early.speech_after_cut, busy=busy, noisy=self.noisy(),
         )  # fmt: skip
         if current is None:
             return known

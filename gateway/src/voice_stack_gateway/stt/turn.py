@@ -74,7 +74,8 @@ class Heard:
 
     audio_ms: int = 0
     speech_ms: int = 0
-    pause_ms: int = 0  # since the last speech (early.py `Pause`: a clink is no speech)
+    pause_ms: int = 0  # the quiet since the last speech (a burst under 100 ms is no speech)
+    hold_pause_ms: int = 0  # the own VAD's (early.py `HoldPause`: a clink is no speech either)
     cuts: int = 0  # early requests started
     speech_after_cut: bool = False
     early: str = "none"  # the last cut's request: "none" (dropped), "pending", "failed", "back"
@@ -177,7 +178,7 @@ def _own_stop(hold_ms: int, heard: Heard, waiting: str) -> End | None:
             return End(Answer.SILENCE, EndedBy.NO_SPEECH, why)
         why = f"{CAP_MS} ms of audio (Home Assistant's cap), and {waiting}"
         return End(Answer.AS_AT_STOP, EndedBy.CAP, why)
-    if heard.speech_ms >= MIN_SPEECH_MS and heard.pause_ms >= hold_ms:
-        why = f"a {heard.pause_ms} ms pause (>= the {hold_ms} ms hold), and {waiting}"
+    if heard.speech_ms >= MIN_SPEECH_MS and heard.hold_pause_ms >= hold_ms:
+        why = f"a {heard.hold_pause_ms} ms pause (>= the {hold_ms} ms hold), and {waiting}"
         return End(Answer.AS_AT_STOP, EndedBy.HOLD, why)
     return None

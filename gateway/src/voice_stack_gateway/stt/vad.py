@@ -30,7 +30,8 @@ audio-stop did (room run, 2026-12-04).
 After a cut, microVAD also gives a second opinion (`second_opinion`, `model_heard`): the early
 request's pause detector asks it whether a short burst webrtcvad calls speech is a word or a
 clink of dishes (early.py). It starts at the first such burst, warmed on the 1.5 s before it so
-its first verdict is already its own, and hears every frame from then on.
+its first verdict is already its own, and hears every frame from then on. Its verdicts on those
+1.5 s (`warmed`) re-count the turn's pause, so a clink just before the cut is no speech either.
 """
 
 from __future__ import annotations
