@@ -51,6 +51,7 @@ class Scripted:
         self.opinions += 1
 
     def warmed(self) -> list[tuple[bool, bool]]:
+        """Once: the detector reads it once a frame, and SpeechFrames empties it on the next."""
         warm, self.warm = self.warm, []
         return warm
 
@@ -215,7 +216,9 @@ def test_a_burst_microvad_hears_restarts_the_holds_pause(late: bool) -> None:
     d = PauseDetector(300, frames)
     signals(d, (LOUD, 20), (QUIET, 15))
     frames.model_heard = not late
-    signals(d, (LOUD, 6))
+    signals(d, (LOUD, 4))
+    assert d.hold_pause_ms == 0  # a word's first frames: no end on them
+    signals(d, (LOUD, 2))
     frames.model_heard = True
     signals(d, (QUIET, 1))
     frames.model_heard = False
@@ -240,6 +243,16 @@ def test_microvad_re_counts_the_holds_pause_over_the_frames_it_was_warmed_on() -
     frames.warm, frames.model_heard = heard + clink + [(False, False)] * 15, False
     signals(d, (LOUD, 1), (QUIET, 3))
     assert d.hold_pause_ms == (5 + 6 + 15 + 1 + 3) * 20
+
+
+def test_a_pause_longer_than_microvads_warm_up_keeps_its_count() -> None:
+    """The warm-up frames reach 1.5 s back at most: a longer pause keeps webrtcvad's count."""
+    frames = Scripted()
+    d = PauseDetector(300, frames)
+    signals(d, (LOUD, 20), (QUIET, 15))
+    frames.warm, frames.model_heard = [(False, False)] * 5, False
+    signals(d, (LOUD, 1), (QUIET, 3))
+    assert d.hold_pause_ms == (15 + 1 + 3) * 20
 
 
 def test_frames_are_counted_across_chunks_and_at_the_end() -> None:

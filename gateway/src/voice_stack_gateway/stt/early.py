@@ -38,6 +38,7 @@ RESUME_MS = 100  # speech after a cut that makes its result useless; in a row, e
 DOUBT_MS = 200  # after a cut, sound beyond this much in all is speech whatever microVAD says
 OPEN_MS = 60  # a doubted burst counts as speech until this long after its last frame
 RESUME_FRAMES = RESUME_MS // FRAME_MS
+OPEN_FRAMES = OPEN_MS // FRAME_MS
 
 
 class Signal(Enum):
@@ -78,24 +79,25 @@ class Frames(Protocol):
 
 class HoldPause:
     """The own VAD's hold's pause, in frames: the audio since the last speech, RESUME_MS of
-    sound in a row. Without a model a shorter burst, a click, holds the pause; with microVAD
-    running (after a cut's first sound), a burst is speech only if microVAD hears speech in it
-    or within OPEN_MS after it, and sound it does not hear (a clink of dishes, a door) is part
-    of the pause, as it is to HA's hold. While such sound goes on and OPEN_MS after it, the
-    pause reads 0: nothing ends the turn on a word microVAD is slow to hear (a median 37 ms
-    after a word starts, p90 275 ms, on the room corpus)."""
+    sound in a row. With webrtcvad alone a shorter burst, a click, holds the count. Once
+    microVAD runs (from the first sound after a cut, or from a too-noisy room's first frame), a
+    burst is speech only if microVAD hears speech in it or within OPEN_MS after it; sound it
+    does not hear (a clink of dishes, a door, a word it misses) is part of the pause, as it is
+    to HA's hold. While sound it judges goes on, and OPEN_MS after it, the pause reads 0:
+    nothing ends the turn on a word's first frames, nor on a word microVAD is slow to hear (a
+    median 37 ms after a word starts, p90 275 ms, on the room corpus)."""
 
     def __init__(self) -> None:
         self.frames = 0
         self._run = 0  # sound frames in a row
         self._run_heard = False  # microVAD heard speech in this run
-        self._unheard: int | None = None  # frames since sound microVAD did not hear, while open
-        self._unheard_run = 0  # how long that sound ran
+        self._open: int | None = None  # quiet frames since sound microVAD judged, while open
+        self._burst = 0  # how long that sound ran
 
     @classmethod
     def replayed(cls, verdicts: list[tuple[bool, bool]], at_least: int) -> HoldPause:
-        """The pause had microVAD judged these frames (the ones it was warmed on), and at least
-        `at_least` frames (the pause counted without it, if longer than the frames)."""
+        """The pause had microVAD judged these frames (the 1.5 s it was warmed on: no further
+        back), and at least `at_least` frames (the count without it, if longer)."""
         pause = cls()
         for sound, heard in verdicts:
             pause.step(sound, heard)
@@ -104,25 +106,25 @@ class HoldPause:
 
     @property
     def ms(self) -> int:
-        return 0 if self._unheard is not None else self.frames * FRAME_MS
+        return 0 if self._open is not None else self.frames * FRAME_MS
 
     def step(self, sound: bool, heard: bool | None) -> None:
         """One frame: `sound` as the detector judged it, `heard` microVAD's verdict (None: no
         model runs)."""
         self._run = self._run + 1 if sound else 0
         self._run_heard = sound and (self._run_heard or bool(heard))
-        if heard is not None or not sound:
+        if not sound or heard is False:
             self.frames += 1
         if sound and self._run >= RESUME_FRAMES and (heard is None or self._run_heard):
-            self.frames, self._unheard = 0, None
-        elif sound and heard is False:
-            self._unheard, self._unheard_run = 0, self._run
-        elif self._unheard is not None:
-            self._unheard += 1
-            if self._unheard >= OPEN_MS // FRAME_MS:
-                self._unheard = None  # not heard in time: a clink, the pause goes on
-            elif heard and self._unheard_run >= RESUME_FRAMES:
-                self.frames, self._unheard = 0, None  # heard late: it was speech
+            self.frames, self._open = 0, None
+        elif sound and heard is not None:
+            self._open, self._burst = 0, self._run  # it may be a word's first frames
+        elif self._open is not None:
+            self._open += 1
+            if self._open >= OPEN_FRAMES:
+                self._open = None  # not heard in time: a clink, the pause goes on
+            elif heard and self._burst >= RESUME_FRAMES:
+                self.frames, self._open = 0, None  # heard late: it was speech
 
 
 class PauseDetector:
@@ -141,7 +143,6 @@ class PauseDetector:
         self._doubted_at: int | None = None  # the last doubted frame since the cut (its number)
         self._doubted = 0  # doubted frames since the cut
         self._doubt_frames = DOUBT_MS // FRAME_MS
-        self._open_frames = OPEN_MS // FRAME_MS
         self._cut = False  # a cut was made and no speech came after it yet...
         self.armed = True  # ...or speech came after it: a later pause may cut again
 
@@ -164,7 +165,7 @@ class PauseDetector:
     def _doubt_open(self) -> bool:
         """A doubted burst ended less than OPEN_MS ago (or goes on)."""
         doubted = self._doubted_at
-        return doubted is not None and self._frames_seen - doubted < self._open_frames
+        return doubted is not None and self._frames_seen - doubted < OPEN_FRAMES
 
     @property
     def doubted_ms(self) -> int:

@@ -31,7 +31,8 @@ After a cut, microVAD also gives a second opinion (`second_opinion`, `model_hear
 request's pause detector asks it whether a short burst webrtcvad calls speech is a word or a
 clink of dishes (early.py). It starts at the first such burst, warmed on the 1.5 s before it so
 its first verdict is already its own, and hears every frame from then on. Its verdicts on those
-1.5 s (`warmed`) re-count the turn's pause, so a clink just before the cut is no speech either.
+1.5 s (`warmed`) re-count the own VAD's hold's pause, so a clink just before the cut is no
+speech to it either.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ class SpeechFrames:
     def warmed(self) -> list[tuple[bool, bool]]:
         """The frames before this one as microVAD, warmed on them, judged them: (sound, heard),
         on the frame it started (its first 0.76 s, which it cannot judge, heard); else empty.
-        The pause is re-counted on them (early.py), so a clink before the cut is no speech."""
+        The own VAD's hold's pause is re-counted on them (early.py `HoldPause`)."""
         return self._warmed
 
     @property
