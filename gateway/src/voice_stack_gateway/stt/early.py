@@ -80,10 +80,11 @@ class Frames(Protocol):
 class HoldPause:
     """The own VAD's hold's pause, in frames: the audio since the last speech, RESUME_MS of
     sound in a row. With webrtcvad alone a shorter burst, a click, holds the count. Once
-    microVAD runs (from the first sound after a cut, or from a too-noisy room's first frame), a
-    burst is speech only if microVAD hears speech in it or within OPEN_MS after it; sound it
-    does not hear (a clink of dishes, a door, a word it misses) is part of the pause, as it is
-    to HA's hold. While sound it judges goes on, and OPEN_MS after it, the pause reads 0:
+    microVAD runs (from the first sound after a cut, or from the first frame the room is judged
+    too noisy), a burst is speech only if microVAD hears speech in it or in the two frames after
+    it; sound it does not hear (a clink of dishes, a door, a word it misses) is part of the
+    pause, as it is to HA's hold. While sound it judges goes on, and until OPEN_MS after it (the
+    same window as a doubted burst's after a cut), the pause reads 0:
     nothing ends the turn on a word's first frames, nor on a word microVAD is slow to hear (a
     median 37 ms after a word starts, p90 275 ms, on the room corpus)."""
 

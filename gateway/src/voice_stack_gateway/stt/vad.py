@@ -31,8 +31,8 @@ After a cut, microVAD also gives a second opinion (`second_opinion`, `model_hear
 request's pause detector asks it whether a short burst webrtcvad calls speech is a word or a
 clink of dishes (early.py). It starts at the first such burst, warmed on the 1.5 s before it so
 its first verdict is already its own, and hears every frame from then on. Its verdicts on those
-1.5 s (`warmed`) re-count the own VAD's hold's pause, so a clink just before the cut is no
-speech to it either.
+frames (`warmed`; the last 0.74 s of them, since its first 0.76 s it cannot judge) re-count the
+own VAD's hold's pause, so a clink just before the cut is no speech to it either.
 """
 
 from __future__ import annotations
