@@ -80,13 +80,15 @@ def test_speech_before_a_command_adds_up_over_gaps_under_a_second() -> None:
 
 
 def test_after_the_end_speech_going_on_is_a_new_command() -> None:
-    """After HA's hold would have ended the turn, the audio since counts, and 0.3 s of speech in
-    a row is a new command to HA's rules: counted from the start again."""
+    """After HA's hold would have ended the turn, the past reads 0 while speech goes on, and 0.3 s
+    of it in a row is a new command to HA's rules: counted from the start again."""
     hold = HaHold(700)
     fed(hold, (SPEECH, 100), (QUIET, 80))
     assert hold.past_ms == 10 * CHUNK_MS
-    fed(hold, (SPEECH, 29), (QUIET, 1))
+    fed(hold, (SPEECH, 29))
     assert ended(hold)
+    assert hold.past_ms == 0  # speech goes on
+    fed(hold, (QUIET, 1))
     assert hold.past_ms == 40 * CHUNK_MS  # a burst: the audio since the end counts whole
     fed(hold, (SPEECH, 30))
     assert not ended(hold)

@@ -128,11 +128,6 @@ OWN_VAD: list[tuple[str, Rules, Heard, Happening, Decision]] = [
      End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended it"
          f" {HA_MARGIN_MS + 200} ms before (>= {HA_MARGIN_MS} ms), and {LIGHT!r} reads"
          " complete, but the pause was 100 ms")),
-    ("past HA's own hold, too noisy to tell sound from speech: as HA's would", OWN,
-     back("Turn on the", pause_ms=0, past_ha_hold_ms=HA_MARGIN_MS, sounding=True, noisy=NOISY),
-     AUDIO, End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended"
-                f" it {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and too noisy to judge"
-                f" pauses ({NOISY})")),
     ("past HA's own hold, sound, no transcript yet: the speaker may go on", OWN,
      early("pending", pause_ms=0, past_ha_hold_ms=HA_MARGIN_MS, sounding=True), AUDIO,
      Wait("early transcription 1 was not back yet")),

@@ -40,7 +40,7 @@ class HaHold:
         self._reset_left = RESET_CHUNKS
         self._ended = False
         self._after = 0  # chunks since HA's hold would have ended the turn
-        self._resumed = 0  # speech chunks in a row since then (microVAD's)
+        self._resumed = 0  # speech chunks in a row since then
 
     @property
     def ended(self) -> bool:
@@ -50,8 +50,8 @@ class HaHold:
     @property
     def past_ms(self) -> int:
         """How much audio came since HA's hold would have ended the turn (0: it would not have
-        yet)."""
-        return self._after * CHUNK_MS if self._ended else 0
+        yet, or speech is going on after it)."""
+        return 0 if not self._ended or self._resumed else self._after * CHUNK_MS
 
     def step(self, probability: float) -> None:
         """10 ms of audio with microVAD's speech probability (below 0: it cannot score yet)."""

@@ -177,14 +177,13 @@ def _ended_why(rules: Rules, heard: Heard) -> str:
 
 
 def _going_on(heard: Heard) -> bool:
-    """Past HA's own hold, whether the speaker may be going on: webrtcvad hears sound, and the
-    words so far do not read complete. microVAD, which HA's hold counts on, heard a word after a
-    pause up to 0.45 s late in noise; webrtcvad hears it at once, and a clink of dishes too,
-    which complete words tell apart from a request going on. In a room too noisy for webrtcvad
-    nothing tells them apart, and the turn ends as HA's would (room corpus,
-    docs/notebook/end-of-turn.md)."""
+    """Past HA's own hold, whether the speaker may be going on: the detector hears sound, and
+    the words so far do not read complete. microVAD, which HA's hold counts on, heard a word
+    after a pause up to 0.45 s late in noise; webrtcvad hears it at once (in a room too noisy
+    for webrtcvad, microVAD is the detector), and a clink of dishes too, which complete words
+    tell apart from a request going on (room corpus, docs/notebook/end-of-turn.md)."""
     complete = heard.early == "back" and heard.verdict is not None and heard.verdict.complete
-    return heard.noisy is None and heard.sounding and not complete
+    return heard.sounding and not complete
 
 
 def _own_stop(hold_ms: int, heard: Heard, waiting: str) -> End | None:
