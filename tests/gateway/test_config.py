@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from voice_stack_gateway.config import EAGERNESS, parse_settings, split_list
+from voice_stack_gateway.config import EAGERNESS, HA_HOLDS, parse_settings, split_list
 
 
 def test_settings_from_env_and_flags() -> None:
@@ -98,6 +98,7 @@ def test_eagerness_sets_the_endpoints_and_hold_unless_one_is_set(level: str) -> 
     )
     own = parse_settings(["--stt-eagerness", level, "--stt-endpoint-ms", "550"], {})
     assert (own.stt_endpoint_ms, own.stt_endpoint_weak_ms) == (550, weak)
+    assert own.stt_ha_hold_ms == HA_HOLDS[level.strip().lower()]  # HA's own hold of that level
     held = parse_settings(["--stt-eagerness", level], {"STT_INCOMPLETE_HOLD_MS": "2000"})
     assert held.stt_incomplete_hold_ms == 2000
 

@@ -1,6 +1,7 @@
 """stt/handler.py with --stt-own-vad: the gateway ends every turn itself (Home Assistant runs no
-VAD then): words that read complete after the endpoint, other words after the longer hold, HA's
-15 s cap, and an empty transcript when no speech came by then (the decisions: test_turn.py),
+VAD then): words that read complete after the endpoint, other words after the longer hold or
+soon after HA's own, HA's 15 s cap, and an empty transcript when no speech came by then (the
+decisions: test_turn.py),
 behind a gateway (fake speech server answering with chosen words), driven by the order of
 events, never by the wall clock."""
 
@@ -11,7 +12,10 @@ import logging
 import pytest
 from wyoming.audio import AudioChunk, AudioStop
 
-from voice_stack_bench.room.scene import in_room
+from voice_stack_bench.endpoint.corpus import load_corpus, speak
+from voice_stack_bench.room.acoustics import ROOMS
+from voice_stack_bench.room.scene import Scene, in_room
+from voice_stack_dev.procs import Service
 from voice_stack_gateway.gateway import Gateway
 from voice_stack_gateway.metrics import Kind
 from voice_stack_gateway.stt.turn import CAP_MS
@@ -160,3 +164,28 @@ async def test_a_room_with_a_fan_ends_on_the_words_or_the_hold_not_the_cap(
         assert texts(await c.read_until("transcript")) == ["transcript:Turn on the kitchen light."]
     assert turn_end(gw) == ends
     assert gw.metrics.too_noisy == too_noisy
+
+
+async def test_a_turn_ends_soon_after_has_own_hold_would_have_ended_it(
+    speech_server: Service,
+    worded: Worded,  # noqa: F811
+    make_gateway: GatewayFactory,
+    client: Clients,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The room bench's living room, dishes 5 dB below the voice (b06 in piper, seed 753): the
+    own VAD's 1300 ms hold ends 2.2 s after the last word (test_early.py), HA's own hold 1.5 s
+    after it. The gateway counts HA's hold (ha_hold.py) and ends the turn HA_MARGIN_MS after
+    it would have (with words that cannot end, not while the detector hears sound). Before
+    2026-12-05 the own VAD ended such turns up to 11.5 s later than HA's hold."""
+    caplog.set_level(logging.DEBUG, "voice_stack_gateway")
+    entry = next(e for e in load_corpus().entries if e.id == "b06")
+    spoken = (await speak(speech_server.url, (entry,)))[0]
+    audio = Scene(spoken, "piper", ROOMS["living"], "dishes", 5.0, seed=753).audio(300, 15000)
+    gw = await own_gateway(make_gateway, worded)
+    worded.texts = ["Turn on the"]
+    async with client(gw) as c:
+        await start(c, audio)  # no audio-stop, ever
+        assert texts(await c.read_until("transcript")) == ["transcript:Turn on the"]
+    assert turn_end(gw) == {"gateway": 0, "client": 0, "gateway_ha_hold": 1}
+    assert "Home Assistant's own hold would have ended it" in caplog.text

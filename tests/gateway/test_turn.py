@@ -13,6 +13,7 @@ from voice_stack_gateway.stt.complete import judge
 from voice_stack_gateway.stt.turn import (
     CAP_MS,
     HA_HOLD_MS,
+    HA_MARGIN_MS,
     Answer,
     Decision,
     End,
@@ -112,6 +113,29 @@ OWN_VAD: list[tuple[str, Rules, Heard, Happening, Decision]] = [
          f" {CANNOT}")),
     ("the words' pause is not the hold's", OWN,
      back("Turn on the", pause_ms=1300, hold_pause_ms=0), AUDIO, Wait(CANNOT)),
+    ("HA's own hold ended it the margin before", OWN,
+     back("Turn on the", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS), AUDIO,
+     End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended it"
+         f" {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and {CANNOT}")),
+    ("HA's own hold ended it, less than the margin before", OWN,
+     back("Turn on the", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS - 10), AUDIO,
+     Wait(CANNOT)),
+    ("past HA's own hold, sound and words that cannot end: the speaker may go on", OWN,
+     back("Turn on the", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS, sounding=True), AUDIO,
+     Wait(CANNOT)),
+    ("past HA's own hold, sound after complete words: a clink, not the request going on", OWN,
+     back(LIGHT, pause_ms=100, past_ha_hold_ms=HA_MARGIN_MS + 200, sounding=True), AUDIO,
+     End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended it"
+         f" {HA_MARGIN_MS + 200} ms before (>= {HA_MARGIN_MS} ms), and {LIGHT!r} reads"
+         " complete, but the pause was 100 ms")),
+    ("past HA's own hold, too noisy to tell sound from speech: as HA's would", OWN,
+     back("Turn on the", pause_ms=0, past_ha_hold_ms=HA_MARGIN_MS, sounding=True, noisy=NOISY),
+     AUDIO, End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended"
+                f" it {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and too noisy to judge"
+                f" pauses ({NOISY})")),
+    ("past HA's own hold, sound, no transcript yet: the speaker may go on", OWN,
+     early("pending", pause_ms=0, past_ha_hold_ms=HA_MARGIN_MS, sounding=True), AUDIO,
+     Wait("early transcription 1 was not back yet")),
     ("a failed request, at the hold", OWN, early("failed", pause_ms=1300), BACK,
      End(Answer.AS_AT_STOP, EndedBy.HOLD, "a 1300 ms pause (>= the 1300 ms hold), and early"
          " transcription 1 failed")),

@@ -12,6 +12,7 @@ import webrtcvad  # type: ignore[import-untyped]
 
 from voice_stack_bench.room.scene import in_room
 from voice_stack_dev.procs import Service
+from voice_stack_gateway.stt.ha_hold import HaHold
 from voice_stack_gateway.stt.vad import FRAME_BYTES, SpeechFrames
 
 from .conftest import speech_pcm
@@ -149,22 +150,18 @@ def test_a_second_opinion_starts_on_the_first_sound_after_the_cut(phrase: bytes)
     assert sum(bool(m) for m in heard) > len(heard) / 2  # and words are words to it
 
 
-def test_a_second_opinion_reports_its_view_of_the_frames_it_was_warmed_on(phrase: bytes) -> None:
-    """Once, on the frame it starts: the last 1.5 s as (sound, heard), so the pause can be
-    re-counted on them (early.py). The words at their start are speech to it."""
-    vad = SpeechFrames()
-    before = frames(bytes(FRAME_BYTES * 10) + phrase + bytes(FRAME_BYTES * 30))
-    for f in before:
-        vad.is_speech(f)
-        assert vad.warmed() == []
-    vad.second_opinion()
-    vad.is_speech(frames(tone(1000, 8000))[0])
-    warmed = vad.warmed()
-    assert len(warmed) == min(len(before), 75)
-    assert any(sound and heard for sound, heard in warmed[38:])  # words, judged warm
-    assert warmed[-1] == (False, False)  # the quiet 0.6 s after them
-    vad.is_speech(bytes(FRAME_BYTES))
-    assert vad.warmed() == []  # once
+def test_with_has_hold_microvad_judges_from_the_first_frame(phrase: bytes) -> None:
+    """The own VAD: HA's own hold is counted on microVAD's scores from the first frame, as HA
+    would have (test_ha_hold.py); its verdicts are the frames' second say from then on."""
+    hold = HaHold(700)
+    vad = SpeechFrames(0, hold)
+    said = verdicts(vad, bytes(FRAME_BYTES * 10) + phrase)
+    assert None not in said
+    assert hold.past_ms == 0
+    verdicts(vad, bytes(FRAME_BYTES * 60))
+    assert hold.ended  # 1.2 s of silence after the words
+    assert vad.past_ha_hold_ms > 0
+    assert SpeechFrames(0).past_ha_hold_ms == 0  # not counted
 
 
 def verdicts(vad: SpeechFrames, pcm: bytes) -> list[bool | None]:

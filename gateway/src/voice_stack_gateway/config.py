@@ -99,6 +99,10 @@ def _bool(name: str, value: str) -> bool:
 # hold. The own VAD's hold is the weak endpoint + 300 ms: at 1000 for medium it cut 5 more
 # pauses where a request cannot end than at 1300, and was late as often (docs/benchmarks.md).
 EAGERNESS = {"low": (1000, 1300, 1600), "medium": (700, 1000, 1300), "high": (400, 700, 1000)}
+# With the own VAD, HA's own hold of the same eagerness (its relaxed, default and aggressive
+# "finished speaking detection"), which the gateway counts as HA would (stt/ha_hold.py) and
+# ends a turn soon after.
+HA_HOLDS = {"low": 1250, "medium": 700, "high": 250}
 
 
 def _endpoints(ns: argparse.Namespace) -> tuple[int, int, int]:
@@ -181,6 +185,7 @@ class Settings:
     stt_endpoint_weak_ms: int
     stt_own_vad: bool
     stt_incomplete_hold_ms: int
+    stt_ha_hold_ms: int
     stt_unsure_logprob: float | None
     tts_url: str
     tts_key: str
@@ -229,6 +234,7 @@ def parse_settings(
         stt_endpoint_weak_ms=weak,
         stt_own_vad=_bool("--stt-own-vad", ns.stt_own_vad),
         stt_incomplete_hold_ms=hold,
+        stt_ha_hold_ms=HA_HOLDS[ns.stt_eagerness.strip().lower()],
         stt_unsure_logprob=_logprob(ns.stt_unsure_logprob),
         tts_url=ns.tts_openai_url.rstrip("/"),
         tts_key=ns.tts_openai_key,

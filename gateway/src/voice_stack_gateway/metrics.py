@@ -48,11 +48,12 @@ class EndedBy(StrEnum):
     """Who ended a turn while end of turn was on: the gateway, before audio-stop, or the
     client's audio-stop (the turns left to Home Assistant's own end of speech). With the
     gateway's own VAD (--stt-own-vad) it also ends the turns Home Assistant's VAD would have:
-    after the longer hold, at the 15 s cap, and with no speech by then."""
+    after the longer hold or soon after HA's own, at the 15 s cap, and with no speech by then."""
 
     GATEWAY = "gateway"  # the words read complete after --stt-endpoint-ms
     CLIENT = "client"
     HOLD = "gateway_hold"  # own VAD: a pause of --stt-incomplete-hold-ms
+    HA_HOLD = "gateway_ha_hold"  # own VAD: soon after HA's own hold would have ended it
     CAP = "gateway_cap"  # own VAD: 15 s of audio (Home Assistant's cap)
     NO_SPEECH = "gateway_no_speech"  # own VAD: 15 s without speech
 
@@ -210,7 +211,8 @@ class Metrics:
                 "gateway_stt_turn_end_total",
                 "counter",
                 "End of turn: turns the gateway ended before audio-stop (gateway; with its own"
-                " VAD also gateway_hold, gateway_cap, gateway_no_speech) and turns left to the"
+                " VAD also gateway_hold, gateway_ha_hold, gateway_cap, gateway_no_speech) and"
+                " turns left to the"
                 " client's audio-stop (client).",
             ),
             *(f'gateway_stt_turn_end_total{{by="{b}"}} {v}' for b, v in self.turn_end.items()),

@@ -46,6 +46,7 @@ class SttOptions:
     endpoint_weak_ms: int  # words that read complete only weakly (0: endpoint_ms)
     own_vad: bool  # the gateway ends every turn (the client runs no VAD of its own)
     incomplete_hold_ms: int  # with own_vad: the pause that ends a turn not read complete
+    ha_hold_ms: int  # with own_vad: HA's own hold, counted as HA would (stt/ha_hold.py)
     unsure_logprob: float | None  # an early transcript less sure than this is weak (None: off)
 
     @classmethod
@@ -61,6 +62,7 @@ class SttOptions:
             s.stt_endpoint_weak_ms,
             s.stt_own_vad,
             s.stt_incomplete_hold_ms,
+            s.stt_ha_hold_ms,
             s.stt_unsure_logprob,
         )
 

@@ -15,10 +15,11 @@ word that webrtcvad heard, which DOUBT_MS keeps (the room corpus replayed:
 docs/notebook/end-of-turn.md, 2026-12-04). Where the room is too noisy for webrtcvad and
 microVAD judges every frame (vad.py), there is no second opinion: microVAD alone decides.
 
-The own VAD's hold counts its pause (`HoldPause`) with microVAD's word too once it runs: sound
-it does not hear is pause, as it is to HA's hold. Cuts and the words' endpoints still count
-webrtcvad's quiet alone: a clink re-arms the next cut (whose request covers it), and holds off
-an end on the words (measured on the room corpus: docs/notebook/end-of-turn.md, 2026-12-05).
+The own VAD's hold counts its pause (`HoldPause`) with microVAD's word too (it runs from the
+first frame then): sound it does not hear is pause, as it is to HA's hold. Cuts and the words'
+endpoints still count webrtcvad's quiet alone: a clink re-arms the next cut (whose request
+covers it), and holds off an end on the words (measured on the room corpus:
+docs/notebook/end-of-turn.md, 2026-12-05).
 """
 
 from __future__ import annotations
@@ -66,9 +67,10 @@ class Frames(Protocol):
     def second_opinion(self) -> None:
         """A cut was made: a model is to judge the sound after it too (`model_heard`)."""
 
-    def warmed(self) -> list[tuple[bool, bool]]:
-        """The frames a model was just warmed on, as (sound, heard as speech by the model);
-        empty on every other frame."""
+    @property
+    def past_ha_hold_ms(self) -> int:
+        """Audio since HA's own hold would have ended the turn (0: not yet, speech going on
+        after it, or not counted)."""
 
     @property
     def noise_dbfs(self) -> float: ...
@@ -79,14 +81,14 @@ class Frames(Protocol):
 
 class HoldPause:
     """The own VAD's hold's pause, in frames: the audio since the last speech, RESUME_MS of
-    sound in a row. With webrtcvad alone a shorter burst, a click, holds the count. Once
-    microVAD runs (from the first sound after a cut, or from the first frame the room is judged
-    too noisy), a burst is speech only if microVAD hears speech in it or in the two frames after
-    it; sound it does not hear (a clink of dishes, a door, a word it misses) is part of the
-    pause, as it is to HA's hold. While sound it judges goes on, and until OPEN_MS after it (the
-    same window as a doubted burst's after a cut), the pause reads 0:
-    nothing ends the turn on a word's first frames, nor on a word microVAD is slow to hear (a
-    median 37 ms after a word starts, p90 275 ms, on the room corpus)."""
+    sound in a row. With webrtcvad alone a shorter burst, a click, holds the count. Where
+    microVAD runs (with the own VAD, from the first frame), a burst is speech only if microVAD
+    hears speech in it or in the two frames after it; sound it does not hear (a clink of
+    dishes, a door, a word it misses) is part of the pause, as it is to HA's hold. While sound
+    it judges goes on, and until OPEN_MS after it (the same window as a doubted burst's after a
+    cut), the pause reads 0: nothing ends the turn on a word's first frames, nor on a word
+    microVAD is slow to hear (a median 37 ms after a word starts, p90 275 ms, on the room
+    corpus)."""
 
     def __init__(self) -> None:
         self.frames = 0
@@ -94,16 +96,6 @@ class HoldPause:
         self._run_heard = False  # microVAD heard speech in this run
         self._open: int | None = None  # quiet frames since sound microVAD judged, while open
         self._burst = 0  # how long that sound ran
-
-    @classmethod
-    def replayed(cls, verdicts: list[tuple[bool, bool]], at_least: int) -> HoldPause:
-        """The pause had microVAD judged these frames (the 1.5 s it was warmed on: no further
-        back), and at least `at_least` frames (the count without it, if longer)."""
-        pause = cls()
-        for sound, heard in verdicts:
-            pause.step(sound, heard)
-        pause.frames = max(pause.frames, at_least)
-        return pause
 
     @property
     def ms(self) -> int:
@@ -196,6 +188,15 @@ class PauseDetector:
         return self._hold.ms
 
     @property
+    def past_ha_hold_ms(self) -> int:
+        return self._frames.past_ha_hold_ms
+
+    @property
+    def sounding(self) -> bool:
+        """The last frame was sound (speech to the detector, or a clink)."""
+        return self._run > 0
+
+    @property
     def audio_ms(self) -> int:
         """The audio judged so far."""
         return self._frames_seen * FRAME_MS
@@ -224,8 +225,6 @@ class PauseDetector:
     def _frame(self, speech: bool) -> Signal | None:
         self._frames_seen += 1
         self._run = self._run + 1 if speech else 0
-        if warmed := self._frames.warmed():  # microVAD just started: its view of the frames before
-            self._hold = HoldPause.replayed(warmed, self._hold.frames)
         self._hold.step(speech, self._frames.model_heard)
         if speech:
             self._speech += 1
@@ -297,6 +296,14 @@ class EarlyTranscription:
     @property
     def hold_pause_ms(self) -> int:
         return self._detector.hold_pause_ms
+
+    @property
+    def past_ha_hold_ms(self) -> int:
+        return self._detector.past_ha_hold_ms
+
+    @property
+    def sounding(self) -> bool:
+        return self._detector.sounding
 
     @property
     def speech_after_cut(self) -> bool:

@@ -20,6 +20,7 @@ from ..session import Jobs, SessionContext, Sink
 from . import answer
 from .complete import Verdict, judge, unsure
 from .early import EarlyTranscription
+from .ha_hold import HaHold
 from .transcription import Transcription
 from .turn import Answer, End, Happening, Heard, Phase, Rules, decide
 from .utterance import Utterance
@@ -52,8 +53,9 @@ class Turn:
         current = early.current
         self.phase = Phase.LISTENING if current is None else Phase.CUT
         known = Heard(
-            early.audio_ms, early.speech_ms, early.pause_ms, early.hold_pause_ms, early.cuts,
-            early.speech_after_cut, busy=busy, noisy=self.noisy(),
+            early.audio_ms, early.speech_ms, early.pause_ms, early.hold_pause_ms,
+            early.past_ha_hold_ms, early.sounding, early.cuts, early.speech_after_cut,
+            busy=busy, noisy=self.noisy(),
         )  # fmt: skip
         if current is None:
             return known
@@ -128,7 +130,8 @@ class SttHandler:
             utterance.snapshot_request,
             opts.early_pause_ms,
             opts.early_max,
-            SpeechFrames(0 if opts.own_vad else SETTLE_MS),  # own VAD: no HA VAD to leave it to
+            # own VAD: no HA VAD to leave it to, so the gateway counts HA's hold itself
+            SpeechFrames(0, HaHold(opts.ha_hold_ms)) if opts.own_vad else SpeechFrames(SETTLE_MS),
         )
         hold = opts.incomplete_hold_ms if opts.own_vad else None
         rules = Rules.of(opts.endpoint_ms, opts.endpoint_weak_ms, hold, language)

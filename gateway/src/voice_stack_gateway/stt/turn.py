@@ -3,7 +3,8 @@
 docs/gateway.md ("End of turn"); each is one branch here, with the reason the debug log prints:
 the words (complete after the endpoint, weakly complete after the weak one, never when the
 room is too noisy to judge pauses), and with the gateway's own VAD the hold (at most HA's
-when the words cannot be judged), HA's 15 s cap and "no speech"; nothing ends while an earlier
+when the words cannot be judged), HA_MARGIN_MS after HA's own hold would have ended the turn
+(ha_hold.py), HA's 15 s cap and "no speech"; nothing ends while an earlier
 answer is still going out (answers keep the order of the requests).
 
 Every figure counts audio frames, never the wall clock, so the same audio always ends the same
@@ -22,6 +23,10 @@ from .early import MIN_SPEECH_MS
 
 CAP_MS = HA_CAP_MS
 HA_HOLD_MS = 700  # its silence_seconds by default (VadSensitivity.DEFAULT)
+# Own VAD: a turn runs this much audio past where HA's own hold would have ended it. Then the
+# whole audio is usually transcribed: with a GPU-class ASR the transcript comes 0.25 s after
+# HA's hold would have ended the turn (at 250 ms it came 0.34-0.36 s after: room run 2026-12-05).
+HA_MARGIN_MS = 150
 NO_PAUSE = "no pause after speech"
 
 
@@ -76,6 +81,8 @@ class Heard:
     speech_ms: int = 0
     pause_ms: int = 0  # the quiet since the last speech (a burst under 100 ms is no speech)
     hold_pause_ms: int = 0  # the own VAD's (early.py `HoldPause`: a clink is no speech either)
+    past_ha_hold_ms: int = 0  # audio since HA's own hold would have ended it (ha_hold.py)
+    sounding: bool = False  # the last frame was sound
     cuts: int = 0  # early requests started
     speech_after_cut: bool = False
     early: str = "none"  # the last cut's request: "none" (dropped), "pending", "failed", "back"
@@ -169,15 +176,32 @@ def _ended_why(rules: Rules, heard: Heard) -> str:
     return f"a {heard.pause_ms} ms pause (>= {limit}), {heard.words!r}: {heard.verdict.why}"
 
 
+def _going_on(heard: Heard) -> bool:
+    """Past HA's own hold, whether the speaker may be going on: webrtcvad hears sound, and the
+    words so far do not read complete. microVAD, which HA's hold counts on, heard a word after a
+    pause up to 0.45 s late in noise; webrtcvad hears it at once, and a clink of dishes too,
+    which complete words tell apart from a request going on. In a room too noisy for webrtcvad
+    nothing tells them apart, and the turn ends as HA's would (room corpus,
+    docs/notebook/end-of-turn.md)."""
+    complete = heard.early == "back" and heard.verdict is not None and heard.verdict.complete
+    return heard.noisy is None and heard.sounding and not complete
+
+
 def _own_stop(hold_ms: int, heard: Heard, waiting: str) -> End | None:
-    """The gateway's own VAD: the cap, or the hold after speech; `waiting` says why the words
-    did not end the turn."""
+    """The gateway's own VAD: the cap, HA's own hold's end and a margin, or the hold after
+    speech; `waiting` says why the words did not end the turn."""
     if heard.audio_ms >= CAP_MS:
         if not heard.speech_ms:
             why = f"no speech in {CAP_MS} ms of audio (Home Assistant's timeout)"
             return End(Answer.SILENCE, EndedBy.NO_SPEECH, why)
         why = f"{CAP_MS} ms of audio (Home Assistant's cap), and {waiting}"
         return End(Answer.AS_AT_STOP, EndedBy.CAP, why)
+    if heard.past_ha_hold_ms >= HA_MARGIN_MS and not _going_on(heard):
+        why = (
+            f"Home Assistant's own hold would have ended it {heard.past_ha_hold_ms} ms before"
+            f" (>= {HA_MARGIN_MS} ms), and {waiting}"
+        )
+        return End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, why)
     if heard.speech_ms >= MIN_SPEECH_MS and heard.hold_pause_ms >= hold_ms:
         why = f"a {heard.hold_pause_ms} ms pause (>= the {hold_ms} ms hold), and {waiting}"
         return End(Answer.AS_AT_STOP, EndedBy.HOLD, why)

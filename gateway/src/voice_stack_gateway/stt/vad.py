@@ -30,9 +30,10 @@ audio-stop did (room run, 2026-12-04).
 After a cut, microVAD also gives a second opinion (`second_opinion`, `model_heard`): the early
 request's pause detector asks it whether a short burst webrtcvad calls speech is a word or a
 clink of dishes (early.py). It starts at the first such burst, warmed on the 1.5 s before it so
-its first verdict is already its own, and hears every frame from then on. Its verdicts on those
-frames (`warmed`; the last 0.74 s of them, since its first 0.76 s it cannot judge) re-count the
-own VAD's hold's pause, so a clink just before the cut is no speech to it either.
+its first verdict is already its own, and hears every frame from then on.
+
+With the own VAD, microVAD runs from the utterance's first frame: its scores count HA's own hold
+(`HaHold`, which HA does not run then), and its verdicts the own VAD's hold's pause (early.py).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import webrtcvad  # type: ignore[import-untyped]
 from pymicro_vad import MicroVad
 
 from ..audio import rms
+from .ha_hold import HaHold
 
 RATE = 16000
 FRAME_MS = 20
@@ -65,15 +67,18 @@ class SpeechFrames:
     """Classifies 20 ms frames of 16 kHz 16-bit mono audio, and measures the room's noise.
 
     `model_after_ms`: while the room is too noisy, microVAD judges the frames once webrtcvad
-    heard this much speech (0: the own VAD's case; None: never, webrtcvad alone)."""
+    heard this much speech (0: the own VAD's case; None: never, webrtcvad alone). `ha_hold`: HA's
+    own hold, counted on microVAD's scores from the first frame (the own VAD's case)."""
 
-    def __init__(self, model_after_ms: int | None = SETTLE_MS) -> None:
+    def __init__(
+        self, model_after_ms: int | None = SETTLE_MS, ha_hold: HaHold | None = None
+    ) -> None:
         self._vad = webrtcvad.Vad(MODE)
         self._model_after = None if model_after_ms is None else model_after_ms // FRAME_MS
         self._model: MicroVad | None = None  # made when first needed
+        self.ha_hold = ha_hold
         self._recent: deque[int] = deque(maxlen=NOISE_FRAMES)  # the frames' levels
-        self._ring: deque[tuple[bytes, bool]] = deque(maxlen=WARM_FRAMES)  # frames, sound
-        self._warmed: list[tuple[bool, bool]] = []  # the ring as a late model judged it
+        self._ring: deque[bytes] = deque(maxlen=WARM_FRAMES)  # a late model is warmed on them
         self.model_heard: bool | None = None  # microVAD's verdict on the last frame, if asked
         self._opinion_wanted = False  # a cut asked for microVAD's second opinion
         self.noise = DIGITAL_SILENCE  # the room's noise level now (RMS of 16-bit samples)
@@ -93,10 +98,9 @@ class SpeechFrames:
             self._speech_frames > 0
             and level >= max(self._level_sum / self._speech_frames * GUARD, self.noise * OVER_NOISE)
         )
-        self._warmed = []
         if sound and self._opinion_wanted and self._model is None:
             self._warm_model()
-        self._ring.append((frame, sound))
+        self._ring.append(frame)
         model = self._model_hears(frame)  # None: no model (not asked for, or not noisy yet)
         self.model_heard = model
         if model is not None and self.too_noisy and self._model_settled:
@@ -105,20 +109,20 @@ class SpeechFrames:
 
     def _model_hears(self, frame: bytes) -> bool | None:
         """microVAD's verdict, on every frame from the room's first too-noisy one (or from a
-        second opinion's first), so its state stays whole when the room changes back and forth
-        (whether it judges is `_model_settled`'s say). Made unwarmed, its first 0.76 s it says
-        nothing (-1): taken as speech, so no pause is counted on no evidence."""
+        second opinion's first, or with HA's hold from the first), so its state stays whole when
+        the room changes back and forth (whether it judges is `_model_settled`'s say). Made
+        unwarmed, its first 0.76 s it says nothing (-1): taken as speech, so no pause is counted
+        on no evidence."""
         if self._model is None:
-            if self._model_after is None or not self.too_noisy:
+            if self.ha_hold is None and (self._model_after is None or not self.too_noisy):
                 return None
             self._model = MicroVad()
-        return self._model_verdict(self._model, frame)
-
-    @staticmethod
-    def _model_verdict(model: MicroVad, frame: bytes) -> bool:
-        first = model.process_10ms(frame[:HALF])
-        second = model.process_10ms(frame[HALF:])
-        return min(first, second) < 0 or max(first, second) >= MODEL_THRESHOLD
+        model = self._model
+        first, second = model.process_10ms(frame[:HALF]), model.process_10ms(frame[HALF:])
+        if self.ha_hold is not None:
+            self.ha_hold.step(first)
+            self.ha_hold.step(second)
+        return _verdict(first, second)
 
     def second_opinion(self) -> None:
         """A cut was made: microVAD is to judge the sound after it too (`model_heard`). It
@@ -129,13 +133,15 @@ class SpeechFrames:
 
     def _warm_model(self) -> None:
         model = self._model = MicroVad()
-        self._warmed = [(sound, self._model_verdict(model, frame)) for frame, sound in self._ring]
+        for frame in self._ring:
+            model.process_10ms(frame[:HALF])
+            model.process_10ms(frame[HALF:])
 
-    def warmed(self) -> list[tuple[bool, bool]]:
-        """The frames before this one as microVAD, warmed on them, judged them: (sound, heard),
-        on the frame it started (its first 0.76 s, which it cannot judge, heard); else empty.
-        The own VAD's hold's pause is re-counted on them (early.py `HoldPause`)."""
-        return self._warmed
+    @property
+    def past_ha_hold_ms(self) -> int:
+        """Audio since HA's own hold would have ended the turn (0: not yet, speech going on
+        after it, or not counted)."""
+        return 0 if self.ha_hold is None else self.ha_hold.past_ms
 
     @property
     def _model_settled(self) -> bool:
@@ -164,3 +170,9 @@ class SpeechFrames:
         """Whether a pause may cut on its last frame: the room is not too noisy, or microVAD
         judged the frame."""
         return not self.too_noisy or self._model_settled
+
+
+def _verdict(first: float, second: float) -> bool:
+    """microVAD's two 10 ms scores of a frame as speech or not: a score it cannot give yet (-1)
+    is speech, so no pause is counted on no evidence."""
+    return min(first, second) < 0 or max(first, second) >= MODEL_THRESHOLD
