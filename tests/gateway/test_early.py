@@ -84,6 +84,17 @@ def test_a_pause_after_speech_cuts() -> None:
     assert not d.speech_after_cut
 
 
+def test_a_cut_says_whether_ha_s_own_hold_had_ended_it() -> None:
+    """The own VAD waits for a request cut before HA's hold ended, not one cut after (turn.py)."""
+    frames = Scripted()
+    d = PauseDetector(300, frames)
+    assert signals(d, (LOUD, 20), (QUIET, 15)) == [Signal.CUT]
+    assert not d.cut_past_ha_hold
+    frames.past_ha_hold_ms = 40  # HA's hold ended 40 ms ago: a flicker, then a pause
+    assert signals(d, (LOUD, 2), (QUIET, 15)) == [Signal.CUT]
+    assert d.cut_past_ha_hold
+
+
 @pytest.mark.parametrize(("burst", "pause_ms"), [(4, 300), (5, 100)])
 def test_a_clink_inside_a_pause_does_not_restart_it(burst: int, pause_ms: int) -> None:
     """A dish's clink or a click (under RESUME_MS of speech in a row) is no word: the pause goes

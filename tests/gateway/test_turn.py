@@ -29,6 +29,7 @@ AUDIO, BACK, STOP = Happening.AUDIO, Happening.EARLY_RESULT, Happening.AUDIO_STO
 CLIENT = Rules.of(400, 700, None, "en")  # the default: the client's VAD ends other turns
 ONE_TIER = Rules.of(400, 0, None, "en")
 OWN = Rules.of(400, 700, 1300, "en")  # --stt-own-vad
+OWN_DE = Rules.of(400, 700, 1300, "de")  # no word table: at most HA's hold
 LIGHT = "Turn on the kitchen light."
 BUSY = "the answer to an earlier request was still being sent"
 CANNOT = f"'Turn on the' does not read complete: {judge('Turn on the', 'en').why}"
@@ -114,13 +115,54 @@ OWN_VAD: list[tuple[str, Rules, Heard, Happening, Decision]] = [
     ("the words' pause is not the hold's", OWN,
      back("Turn on the", pause_ms=1300, hold_pause_ms=0), AUDIO, Wait(CANNOT)),
     ("HA's own hold ended it the margin before", OWN,
-     back("Turn on the", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS), AUDIO,
+     early("none", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS), AUDIO,
      End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended it"
-         f" {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and {CANNOT}")),
+         f" {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and speech after the last cut")),
     ("HA's own hold ended it, less than the margin before", OWN,
-     back("Turn on the", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS - 10), AUDIO,
+     early("none", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS - 10), AUDIO,
+     Wait("speech after the last cut")),
+    ("past HA's own hold, a silent pause after words that cannot end: the own hold's to end",
+     OWN, back("Turn on the", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS + 500), AUDIO,
      Wait(CANNOT)),
-    ("past HA's own hold, sound and words that cannot end: the speaker may go on", OWN,
+    ("past HA's own hold, a silent pause, the words on their way: they will tell", OWN,
+     early("pending", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS + 500), AUDIO,
+     Wait("early transcription 1 was not back yet")),
+    ("past HA's own hold, a silent pause, words on their way cut after it: as HA's would", OWN,
+     early("pending", pause_ms=320, past_ha_hold_ms=HA_MARGIN_MS, cut_past_ha_hold=True),
+     AUDIO, End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended"
+                f" it {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and early transcription 1"
+                " was not back yet")),
+    ("past HA's own hold, sound, no words: the speaker may go on", OWN,
+     early("none", pause_ms=0, past_ha_hold_ms=HA_MARGIN_MS + 500, sounding=True), AUDIO,
+     Wait("speech after the last cut")),
+    ("past HA's own hold, sound, the request failed: the speaker may go on", OWN,
+     early("failed", pause_ms=0, past_ha_hold_ms=HA_MARGIN_MS + 500, sounding=True), AUDIO,
+     Wait("early transcription 1 failed")),
+    ("past HA's own hold, words that cannot end: the own hold still ends it", OWN,
+     back("Turn on the", pause_ms=1300, past_ha_hold_ms=HA_MARGIN_MS + 550), AUDIO,
+     End(Answer.AS_AT_STOP, EndedBy.HOLD, "a 1300 ms pause (>= the 1300 ms hold), and"
+         f" {CANNOT}")),
+    ("past HA's own hold, an empty transcript and a silent pause: no words to tell", OWN,
+     back("", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS), AUDIO,
+     End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended it"
+         f" {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and '' does not read complete:"
+         " no words")),
+    ("past HA's own hold, a silent pause, no word table: nothing to tell, as HA's would",
+     OWN_DE, Heard(early="back", words="Schalte das", verdict=judge("Schalte das", "de"),
+                   **facts_of({"pause_ms": 900, "past_ha_hold_ms": HA_MARGIN_MS})), AUDIO,
+     End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended it"
+         f" {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and 'Schalte das' does not read"
+         " complete: no word table for language 'de'")),
+    ("past HA's own hold, a transcript on its way, no word table: as HA's would", OWN_DE,
+     early("pending", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS), AUDIO,
+     End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended it"
+         f" {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and early transcription 1 was not"
+         " back yet")),
+    ("past HA's own hold, a silent pause, the request failed: as HA's would", OWN,
+     early("failed", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS), AUDIO,
+     End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended it"
+         f" {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and early transcription 1 failed")),
+    ("past HA's own hold, sound and words that cannot end: held (the words would hold it)", OWN,
      back("Turn on the", pause_ms=900, past_ha_hold_ms=HA_MARGIN_MS, sounding=True), AUDIO,
      Wait(CANNOT)),
     ("past HA's own hold, sound after complete words: a clink, not the request going on", OWN,
@@ -133,7 +175,7 @@ OWN_VAD: list[tuple[str, Rules, Heard, Happening, Decision]] = [
      AUDIO, End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, "Home Assistant's own hold would have ended"
                 f" it {HA_MARGIN_MS} ms before (>= {HA_MARGIN_MS} ms), and too noisy to judge"
                 f" pauses ({NOISY})")),
-    ("past HA's own hold, sound, no transcript yet: the speaker may go on", OWN,
+    ("past HA's own hold, sound, no transcript yet: held (the wait for it would hold it)", OWN,
      early("pending", pause_ms=0, past_ha_hold_ms=HA_MARGIN_MS, sounding=True), AUDIO,
      Wait("early transcription 1 was not back yet")),
     ("a failed request, at the hold", OWN, early("failed", pause_ms=1300), BACK,

@@ -138,6 +138,7 @@ class PauseDetector:
         self._doubt_frames = DOUBT_MS // FRAME_MS
         self._cut = False  # a cut was made and no speech came after it yet...
         self.armed = True  # ...or speech came after it: a later pause may cut again
+        self.cut_past_ha_hold = False  # the last cut came after HA's own hold would have ended
 
     @property
     def speech_after_cut(self) -> bool:
@@ -254,6 +255,7 @@ class PauseDetector:
             self._doubted_at = None
             self._doubted = 0
             self._frames.second_opinion()
+            self.cut_past_ha_hold = self._frames.past_ha_hold_ms > 0
             return Signal.CUT
         return None
 
@@ -300,6 +302,10 @@ class EarlyTranscription:
     @property
     def past_ha_hold_ms(self) -> int:
         return self._detector.past_ha_hold_ms
+
+    @property
+    def cut_past_ha_hold(self) -> bool:
+        return self._detector.cut_past_ha_hold
 
     @property
     def sounding(self) -> bool:

@@ -55,7 +55,7 @@ class Turn:
         known = Heard(
             early.audio_ms, early.speech_ms, early.pause_ms, early.hold_pause_ms,
             early.past_ha_hold_ms, early.sounding, early.cuts, early.speech_after_cut,
-            busy=busy, noisy=self.noisy(),
+            busy=busy, noisy=self.noisy(), cut_past_ha_hold=early.cut_past_ha_hold,
         )  # fmt: skip
         if current is None:
             return known

@@ -60,16 +60,18 @@ class Rules:
     endpoint_ms: int  # above 0 (with 0, the end of turn is off: nothing is decided)
     weak_ms: int  # a weak verdict's endpoint; never shorter than endpoint_ms
     hold_ms: int | None  # own VAD's hold for other words (None: the client runs its VAD)
+    judged: bool = True  # the language has a word table: its words can tell a request goes on
 
     @classmethod
     def of(
         cls, endpoint_ms: int, weak_ms: int, own_hold_ms: int | None, language: str | None
     ) -> Rules:
         """The rules for a request in `language`: without a word table, at most HA's hold."""
+        judged = language_of(language) in TABLES
         hold = own_hold_ms
-        if hold is not None and language_of(language) not in TABLES:
+        if hold is not None and not judged:
             hold = min(hold, HA_HOLD_MS)
-        return cls(endpoint_ms, max(endpoint_ms, weak_ms), hold)
+        return cls(endpoint_ms, max(endpoint_ms, weak_ms), hold, judged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +87,7 @@ class Heard:
     sounding: bool = False  # the last frame was sound
     cuts: int = 0  # early requests started
     speech_after_cut: bool = False
+    cut_past_ha_hold: bool = False  # the last cut came after HA's own hold would have ended it
     early: str = "none"  # the last cut's request: "none" (dropped), "pending", "failed", "back"
     words: str = ""  # its transcript, stripped, once back
     verdict: Verdict | None = None  # judge(words), once back
@@ -122,7 +125,7 @@ def decide(rules: Rules, heard: Heard, happening: Happening) -> Decision:
     why = noisy or _waiting_for(rules, heard)
     if why is None:
         return _unless_busy(heard, End(Answer.EARLY, EndedBy.GATEWAY, _ended_why(rules, heard)))
-    if rules.hold_ms is not None and (stop := _own_stop(_hold(rules, heard), heard, why)):
+    if rules.hold_ms is not None and (stop := _own_stop(rules, heard, why)):
         return _unless_busy(heard, stop)
     return Wait(why)
 
@@ -176,18 +179,27 @@ def _ended_why(rules: Rules, heard: Heard) -> str:
     return f"a {heard.pause_ms} ms pause (>= {limit}), {heard.words!r}: {heard.verdict.why}"
 
 
-def _going_on(heard: Heard) -> bool:
-    """Past HA's own hold, whether the speaker may be going on: webrtcvad hears sound, and the
-    words so far do not read complete. microVAD, which HA's hold counts on, heard a word after a
-    pause up to 0.45 s late in noise; webrtcvad hears it at once, and a clink of dishes too,
-    which complete words tell apart from a request going on. In a room too noisy for webrtcvad
-    nothing tells them apart, and the turn ends as HA's would (room corpus,
-    docs/notebook/end-of-turn.md)."""
-    complete = heard.early == "back" and heard.verdict is not None and heard.verdict.complete
-    return heard.noisy is None and heard.sounding and not complete
+def _going_on(rules: Rules, heard: Heard) -> bool:
+    """Past HA's own hold, whether the request may be going on. The words tell once back:
+    words that cannot end ("what is the weather like in") hold the end to the own hold however
+    quiet the pause (in a dry room HA's hold ends a thinking pause before the own hold would).
+    Words on their way are waited for if their cut came before HA's hold ended; a cut after it
+    is of a flicker in the noise after the request, whose transcript answers the turn either
+    way (waiting on one ran 0.33 s past HA's hold under pink noise). Without words (none, an
+    empty transcript, a language without a word table), sound webrtcvad hears holds it:
+    microVAD, which HA's hold counts on, heard a word after a pause up to 0.45 s late in noise.
+    In a room too noisy for webrtcvad nothing tells a word from the noise, and the turn ends as
+    HA's would (room corpus, docs/notebook/end-of-turn.md)."""
+    if heard.noisy is not None:
+        return False
+    if rules.judged and heard.early == "pending" and not heard.cut_past_ha_hold:
+        return True
+    if rules.judged and heard.early == "back" and heard.words and heard.verdict is not None:
+        return not heard.verdict.complete
+    return heard.sounding
 
 
-def _own_stop(hold_ms: int, heard: Heard, waiting: str) -> End | None:
+def _own_stop(rules: Rules, heard: Heard, waiting: str) -> End | None:
     """The gateway's own VAD: the cap, HA's own hold's end and a margin, or the hold after
     speech; `waiting` says why the words did not end the turn."""
     if heard.audio_ms >= CAP_MS:
@@ -196,12 +208,13 @@ def _own_stop(hold_ms: int, heard: Heard, waiting: str) -> End | None:
             return End(Answer.SILENCE, EndedBy.NO_SPEECH, why)
         why = f"{CAP_MS} ms of audio (Home Assistant's cap), and {waiting}"
         return End(Answer.AS_AT_STOP, EndedBy.CAP, why)
-    if heard.past_ha_hold_ms >= HA_MARGIN_MS and not _going_on(heard):
+    if heard.past_ha_hold_ms >= HA_MARGIN_MS and not _going_on(rules, heard):
         why = (
             f"Home Assistant's own hold would have ended it {heard.past_ha_hold_ms} ms before"
             f" (>= {HA_MARGIN_MS} ms), and {waiting}"
         )
         return End(Answer.AS_AT_STOP, EndedBy.HA_HOLD, why)
+    hold_ms = _hold(rules, heard)
     if heard.speech_ms >= MIN_SPEECH_MS and heard.hold_pause_ms >= hold_ms:
         why = f"a {heard.hold_pause_ms} ms pause (>= the {hold_ms} ms hold), and {waiting}"
         return End(Answer.AS_AT_STOP, EndedBy.HOLD, why)
