@@ -1,10 +1,11 @@
-"""Speech detectors side by side on the room corpus (issue 34): the gateway's detector, its
-predecessor, webrtcvad as tuned, HA's own microVAD, Silero and TEN VAD; how soon each sees the
-pause after the last word, the pauses it sees inside words, the corpus's pauses it misses, its
-CPU per 20 ms frame; beside Home Assistant's own end of speech (its segmenter at the default
-0.7 s hold) on the same audio. The voices: piper, two espeak-ng voices, and "recorded", human
-speech (pocketsphinx 5.1.1's test recordings, room/recorded.py; its sdist is fetched from PyPI
-into .cache/recorded on the first run), reported by voice like the others.
+"""Speech detectors side by side on the room corpus (issue 34): the gateway's detector (alone, and
+with STT_OWN_VAD's microVAD and HA's hold), its predecessor, webrtcvad as tuned, HA's own
+microVAD, Silero and TEN VAD; how soon each sees the pause after the last word, the pauses it
+sees inside words, the corpus's pauses it misses, its CPU per 20 ms frame; beside Home
+Assistant's own end of speech (its segmenter at the default 0.7 s hold) on the same audio. The
+voices: piper, two espeak-ng voices, and "recorded", human speech (pocketsphinx 5.1.1's test
+recordings, room/recorded.py; its sdist is fetched from PyPI into .cache/recorded on the first
+run), reported by voice like the others.
 
     PYTHONPATH=dev:bench .cache/venv/gw/bin/python bench/vad_bench.py [--quick] > result.json
 

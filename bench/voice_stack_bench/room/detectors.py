@@ -71,6 +71,14 @@ def gateway() -> Detector:
     return SpeechFrames(None)  # webrtcvad as tuned, against the others
 
 
+def gateway_own_vad() -> Detector:
+    from voice_stack_gateway.config import HA_HOLDS
+    from voice_stack_gateway.stt.ha_hold import HaHold
+    from voice_stack_gateway.stt.vad import SpeechFrames
+
+    return SpeechFrames(0, HaHold(HA_HOLDS["medium"]))  # what STT_OWN_VAD costs a frame
+
+
 class GatewayBefore:
     """The gateway's detector of 2026-12-02, before the guard was measured against the room's
     noise: webrtcvad mode 3, and a frame it rejects still counts as speech when its RMS is at
@@ -100,6 +108,7 @@ class GatewayBefore:
 
 DETECTORS: dict[str, Callable[[], Detector]] = {
     "gateway": gateway,
+    "gateway_own_vad": gateway_own_vad,
     "gateway_before": GatewayBefore,
     "webrtcvad": webrtc,
     "microvad": microvad,

@@ -27,6 +27,9 @@ DETECTORS = {
     "gateway": "the gateway's detector today (voice_stack_gateway.stt.vad.SpeechFrames): webrtcvad "
     "mode 3, plus an energy guard over the room's noise; too_noisy when the speech stands under "
     "6 dB above the noise (the gateway then leaves the turn to HA)",
+    "gateway_own_vad": "the gateway's detector with STT_OWN_VAD (SpeechFrames(0, HaHold)): the "
+    "same, with microVAD judging from the first frame and HA's own hold counted on its scores "
+    "(its CPU is what the own VAD costs a satellite)",
     "gateway_before": "the gateway's detector of 2026-12-02 (detectors.GatewayBefore): webrtcvad "
     "mode 3, plus a frame counts as speech when its RMS >= 0.1 x the mean RMS of webrtcvad's "
     "speech frames so far",
