@@ -73,10 +73,9 @@ def gateway() -> Detector:
 
 def gateway_own_vad() -> Detector:
     from voice_stack_gateway.config import HA_HOLDS
-    from voice_stack_gateway.stt.ha_hold import HaHold
-    from voice_stack_gateway.stt.vad import SpeechFrames
+    from voice_stack_gateway.stt.vad import own_vad_frames
 
-    return SpeechFrames(0, HaHold(HA_HOLDS["medium"]))  # what STT_OWN_VAD costs a frame
+    return own_vad_frames(HA_HOLDS["medium"])  # what STT_OWN_VAD costs a frame
 
 
 class GatewayBefore:

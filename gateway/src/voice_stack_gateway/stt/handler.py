@@ -20,11 +20,10 @@ from ..session import Jobs, SessionContext, Sink
 from . import answer
 from .complete import Verdict, judge, unsure
 from .early import EarlyTranscription
-from .ha_hold import HaHold
 from .transcription import Transcription
 from .turn import Answer, End, Happening, Heard, Phase, Rules, decide
 from .utterance import Utterance
-from .vad import SETTLE_MS, SpeechFrames
+from .vad import SETTLE_MS, SpeechFrames, own_vad_frames
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -131,7 +130,7 @@ class SttHandler:
             opts.early_pause_ms,
             opts.early_max,
             # own VAD: no HA VAD to leave it to, so the gateway counts HA's hold itself
-            SpeechFrames(0, HaHold(opts.ha_hold_ms)) if opts.own_vad else SpeechFrames(SETTLE_MS),
+            own_vad_frames(opts.ha_hold_ms) if opts.own_vad else SpeechFrames(SETTLE_MS),
         )
         hold = opts.incomplete_hold_ms if opts.own_vad else None
         rules = Rules.of(opts.endpoint_ms, opts.endpoint_weak_ms, hold, language)

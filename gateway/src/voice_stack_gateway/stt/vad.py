@@ -172,6 +172,12 @@ class SpeechFrames:
         return not self.too_noisy or self._model_settled
 
 
+def own_vad_frames(ha_hold_ms: int) -> SpeechFrames:
+    """The frames STT_OWN_VAD judges: microVAD from the first frame, HA's own hold counted on it
+    (one place, so bench/vad_bench.py measures what the gateway runs)."""
+    return SpeechFrames(0, HaHold(ha_hold_ms))
+
+
 def _verdict(first: float, second: float) -> bool:
     """microVAD's two 10 ms scores of a frame as speech or not: a score it cannot give yet (-1)
     is speech, so no pause is counted on no evidence."""
