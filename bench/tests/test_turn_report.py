@@ -263,8 +263,9 @@ def test_looks_complete_goal_is_ha_s_share_plus_ten_points() -> None:
 
 def test_own_vad_goal_capped_late_and_left_out() -> None:
     """Capped: the own VAD at the cap (40 ms slack) where HA's default hold ended the audio.
-    Late: over 300 ms after that hold's end, unless the hold cut the request short. Scenes the
-    hold did not end, or where a turn failed, are not judged."""
+    Late: its transcript over 300 ms after that hold's then its STT (the same ASR: a CPU
+    whisper's own time is on both sides), unless the hold cut the request short. Scenes the hold
+    did not end, or where a turn failed, are not judged."""
     facts = {
         "ok": _fact("complete"),
         "edge": _fact("complete"),
@@ -280,8 +281,8 @@ def test_own_vad_goal_capped_late_and_left_out() -> None:
     ha, gw = _row(900, ended_ms=700), {"by": "gateway"}
     results = {
         "ok": {OWN: _row(900, **gw), HA: ha},
-        "edge": {OWN: _row(1000, **gw), HA: ha},  # exactly 300 ms after: not late
-        "late": {OWN: _row(1001, **gw), HA: ha},
+        "edge": {OWN: _row(1200, **gw), HA: ha},  # exactly 300 ms after HA's STT: not late
+        "late": {OWN: _row(1201, **gw), HA: ha},
         "cut": {OWN: _row(2000, **gw), HA: _row(-300, ended_ms=-500, cut_short=True)},
         "capped": {OWN: _row(12960, by="cap"), HA: ha},  # 2000 + 12960 = cap - 40
         "capped_cut": {OWN: _row(11960, by="cap"), HA: _row(-300, cut_short=True)},
@@ -294,8 +295,8 @@ def test_own_vad_goal_capped_late_and_left_out() -> None:
     assert own_vad_goal(facts, results, CAP_MS) == {
         "capped_where_ha_ended": ["capped", "capped_cut"],
         "later_than_ha_plus_300ms": [
-            {"scene": "late", "own_ms": 1001, "ha_0.7": 700},
-            {"scene": "under_cap", "own_ms": 12959, "ha_0.7": 700},
+            {"scene": "late", "own_ms": 1201, "ha_0.7": 900},
+            {"scene": "under_cap", "own_ms": 12959, "ha_0.7": 900},
         ],
         "met": False,
     }
@@ -309,10 +310,10 @@ def test_own_vad_waiting_for_the_last_word_where_ha_s_hold_cut_is_no_lateness() 
         "capped_where_ha_ended": [], "later_than_ha_plus_300ms": [], "met": True,
     }  # fmt: skip
     # the same ends where HA's hold waited for the last word: the own VAD is late
-    not_cut = cut_by_ha | {"ended_ms": 500, "cut_short": False}
+    not_cut = cut_by_ha | {"ended_ms": 500, "transcript_ms": 700, "cut_short": False}
     assert own_vad_goal(facts, {"cut": {OWN: own, HA: not_cut}}, CAP_MS) == {
         "capped_where_ha_ended": [],
-        "later_than_ha_plus_300ms": [{"scene": "cut", "own_ms": 2000, "ha_0.7": 500}],
+        "later_than_ha_plus_300ms": [{"scene": "cut", "own_ms": 2000, "ha_0.7": 700}],
         "met": False,
     }
 

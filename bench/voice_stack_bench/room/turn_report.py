@@ -177,9 +177,11 @@ def looks_complete_goal(shares: Row, gateways: list[str]) -> Row:
 
 
 def own_vad_goal(facts: dict[str, Row], results: Results, cap_ms: float) -> Row:
-    """--stt-own-vad: never the cap on audio HA's default hold ends, and never later than that
-    hold + 0.3 s where it ends the turn after it. Where the hold cut the request short, the own
-    VAD waiting for the last word is no lateness (that cut is the cannot-end goal's)."""
+    """--stt-own-vad: never the cap on audio HA's default hold ends, and its transcript never
+    later than that hold's then its STT + 0.3 s where it ends the turn after it (transcript
+    against transcript: with a CPU whisper, its time on the audio is on both sides). Where the
+    hold cut the request short, the own VAD waiting for the last word is no lateness (that cut
+    is the cannot-end goal's)."""
     capped, late = [], []
     for s, f in facts.items():
         pair = _pairs(results, [s], OWN_VAD, HA_DEFAULT)
@@ -190,8 +192,8 @@ def own_vad_goal(facts: dict[str, Row], results: Results, cap_ms: float) -> Row:
             continue  # HA's hold did not end this audio either (its timeout is the cap)
         if _at_cap(own, f, cap_ms):
             capped.append(s)
-        elif not ha["cut_short"] and own["ended_ms"] > ha["ended_ms"] + OWN_VAD_MARGIN_MS:
-            late.append({"scene": s, "own_ms": own["ended_ms"], HA_DEFAULT: ha["ended_ms"]})
+        elif not ha["cut_short"] and own["ended_ms"] > ha["transcript_ms"] + OWN_VAD_MARGIN_MS:
+            late.append({"scene": s, "own_ms": own["ended_ms"], HA_DEFAULT: ha["transcript_ms"]})
     return {"capped_where_ha_ended": capped, "later_than_ha_plus_300ms": late,
             "met": not capped and not late}  # fmt: skip
 

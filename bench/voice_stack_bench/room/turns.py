@@ -119,8 +119,14 @@ async def _one(target: Target, scene: Heard, backing: Hold) -> Row:
     return row
 
 
-async def play(lane: dict[str, Target], scene: Heard, backing: Hold) -> dict[str, Row]:
-    """The scene through every target of one lane at once."""
+async def play(
+    lane: dict[str, Target], scene: Heard, backing: Hold, *, alone: bool = False
+) -> dict[str, Row]:
+    """The scene through every target of one lane: at once, or (`alone`) one target after the
+    other, so a CPU whisper transcribes one setting's requests at a time, as on a box with one
+    satellite (at once, six settings' requests queued behind each other)."""
+    if alone:
+        return {name: await _one(t, scene, backing) for name, t in lane.items()}
     rows = await asyncio.gather(*(_one(t, scene, backing) for t in lane.values()))
     return dict(zip(lane, rows, strict=True))
 
