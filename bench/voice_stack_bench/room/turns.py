@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -28,8 +28,9 @@ from voice_stack_bench.endpoint.turns import (
     stream_turn,
 )
 
-from .grid import Planned
-from .scene import Scene
+if TYPE_CHECKING:  # the room's packages (pyroomacoustics) are not in every venv that plays turns
+    from .grid import Planned
+    from .scene import Scene
 
 _EARLY = re.compile(r"Early transcription \d+ of \d+ started")
 _NOISY = "too noisy to judge pauses"
