@@ -9,9 +9,9 @@ Scenes (bench/voice_stack_bench/room): each utterance of bench/endpoint_corpus.j
 living room, open-plan hall: RT60 0.4-0.8 s, the talker 1.5-4 m away) under a noise (pink, HVAC,
 babble, a TV, dishes and a door) at 5-30 dB SNR, or none; 0.3 s before the speech, noise to HA's
 15 s cap. Fast mode runs the whole grid (3 rooms x (1 + 5 noises x 5 SNRs) cells, one utterance
-of each class in each, voices rotating); real mode, whose whisper runs on every upload, one room
-with three noises HA's hold can end (pink, HVAC, dishes; babble and a TV run every setting and
-HA to the 15 s cap) at 10 and 20 dB.
+of each class in each, voices rotating); real mode, whose whisper runs on every upload, the three
+rooms with three noises HA's hold can end (pink, HVAC, dishes; babble and a TV run every setting
+and HA to the 15 s cap) at 10 and 20 dB.
 
 Each scene streams in real time, in 20 ms chunks, through every gateway setting at once (real
 mode: one after the other, so the CPU whisper serves one setting's turn at a time): the
@@ -91,6 +91,7 @@ HOLDS = tuple(Hold(f"ha_{s}", s) for s in HOLDS_S.values()) + tuple(
     Hold(f"ha_{s}_enhanced", s, **ENHANCED) for s in HOLDS_S.values()
 )
 HOLD_NAMES = frozenset(h.name for h in HOLDS)
+ROOM_NAMES = ("kitchen", "living", "hall")
 REAL_NOISES = ("pink", "hvac", "dishes")  # real mode's: noises HA's own hold can end
 BACKING = HOLDS[1]  # HA's default hold (0.7 s), its default audio settings
 ANCHOR = "wyoming_openai"
@@ -104,8 +105,8 @@ def grid_of(mode: str, quick: bool, quick_ids: tuple[str, ...]) -> Grid:
     if quick:
         return Grid(("living",), ("hvac",), (10,), per_class=1, entry_ids=quick_ids)
     if mode == "real":
-        return Grid(("living",), REAL_NOISES, (10, 20), per_class=1)
-    return Grid(("kitchen", "living", "hall"), KINDS, (5, 10, 15, 20, 30), per_class=1)
+        return Grid(ROOM_NAMES, REAL_NOISES, (10, 20), per_class=1)
+    return Grid(ROOM_NAMES, KINDS, (5, 10, 15, 20, 30), per_class=1)
 
 
 def spoken_as_scene(planned: Planned, piper: dict[str, Spoken]) -> Spoken:

@@ -270,6 +270,7 @@ def test_own_vad_goal_capped_late_and_left_out() -> None:
         "ok": _fact("complete"),
         "edge": _fact("complete"),
         "late": _fact("complete"),
+        "answered_late": _fact("complete"),
         "cut": _fact("pause_cannot_end", pause_ms=800),
         "capped": _fact("complete", last_word_at_ms=2000.0),
         "capped_cut": _fact("pause_cannot_end", last_word_at_ms=3000.0),
@@ -283,6 +284,8 @@ def test_own_vad_goal_capped_late_and_left_out() -> None:
         "ok": {OWN: _row(900, **gw), HA: ha},
         "edge": {OWN: _row(1200, **gw), HA: ha},  # exactly 300 ms after HA's STT: not late
         "late": {OWN: _row(1201, **gw), HA: ha},
+        # its transcript is what is timed, not the moment it ended the turn
+        "answered_late": {OWN: _row(1201, ended_ms=1000, **gw), HA: ha},
         "cut": {OWN: _row(2000, **gw), HA: _row(-300, ended_ms=-500, cut_short=True)},
         "capped": {OWN: _row(12960, by="cap"), HA: ha},  # 2000 + 12960 = cap - 40
         "capped_cut": {OWN: _row(11960, by="cap"), HA: _row(-300, cut_short=True)},
@@ -296,6 +299,7 @@ def test_own_vad_goal_capped_late_and_left_out() -> None:
         "capped_where_ha_ended": ["capped", "capped_cut"],
         "later_than_ha_plus_300ms": [
             {"scene": "late", "own_ms": 1201, "ha_0.7": 900},
+            {"scene": "answered_late", "own_ms": 1201, "ha_0.7": 900},
             {"scene": "under_cap", "own_ms": 12959, "ha_0.7": 900},
         ],
         "met": False,

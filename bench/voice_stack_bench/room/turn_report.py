@@ -192,8 +192,10 @@ def own_vad_goal(facts: dict[str, Row], results: Results, cap_ms: float) -> Row:
             continue  # HA's hold did not end this audio either (its timeout is the cap)
         if _at_cap(own, f, cap_ms):
             capped.append(s)
-        elif not ha["cut_short"] and own["ended_ms"] > ha["transcript_ms"] + OWN_VAD_MARGIN_MS:
-            late.append({"scene": s, "own_ms": own["ended_ms"], HA_DEFAULT: ha["transcript_ms"]})
+            continue
+        ours, theirs = own["transcript_ms"], ha["transcript_ms"]
+        if not ha["cut_short"] and ours > theirs + OWN_VAD_MARGIN_MS:
+            late.append({"scene": s, "own_ms": ours, HA_DEFAULT: theirs})
     return {"capped_where_ha_ended": capped, "later_than_ha_plus_300ms": late,
             "met": not capped and not late}  # fmt: skip
 

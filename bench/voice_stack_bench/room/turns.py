@@ -1,7 +1,8 @@
 """The room bench's turns (bench/room_bench.py): each scene streamed in real time through every
-gateway setting at once, as Home Assistant streams it, and each of HA's holds alone on the same
-audio; lanes of gateways run scenes side by side, one scene at a time per lane, so a gateway's
-log holds one turn at a time and the early requests a turn made are counted from it."""
+gateway setting at once (with the real CPU whisper, one setting after the other), as Home
+Assistant streams it, and each of HA's holds alone on the same audio; lanes of gateways run
+scenes side by side, one scene at a time per lane, so a gateway's log holds one turn at a time
+and the early requests a turn made are counted from it."""
 
 from __future__ import annotations
 
