@@ -49,6 +49,7 @@ from typing import Any
 
 import aiohttp
 
+from voice_stack_bench.asr_server import AsrServer
 from voice_stack_bench.e2e.asr import asr_state, mode_facts, prime, set_asr_mode
 from voice_stack_bench.endpoint.corpus import (
     BYTES_PER_MS,
@@ -151,12 +152,13 @@ async def run_gateways(
 async def run_ha_holds(
     speech_url: str, spoken: list[Spoken], ends: HoldEnds, results: dict[str, dict[str, Any]]
 ) -> None:
+    asr = AsrServer.speech_server(speech_url)
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         for sp in spoken:
             audio = sp.audio(LEAD_MS, CAP_MS)
             for name, end in ends[sp.entry.id].items():
                 try:
-                    outcome = await ha_hold_turn(session, speech_url, audio, end)
+                    outcome = await ha_hold_turn(session, asr, audio, end)
                 except TURN_ERRORS as err:
                     results[sp.entry.id][name] = failed(err)
                     continue

@@ -3,6 +3,7 @@ under noise, through the gateway's settings and Home Assistant's own end of spee
 
     PYTHONPATH=dev:bench .cache/venv/ha11/bin/python bench/room_bench.py [--quick] > result.json
     ... bench/room_bench.py --asr fast            # one ASR mode (both by default: fast, real)
+    STT_OPENAI_KEY=... bench/room_bench.py --asr-server http://gpu-box:8000/v1 --asr-model NAME
 
 Scenes (bench/voice_stack_bench/room): each utterance of bench/endpoint_corpus.json in a voice
 (the speech server's piper, two espeak-ng voices), placed in a pyroomacoustics room (kitchen,
@@ -27,7 +28,10 @@ play scenes side by side, one at a time per lane.
 ASR modes: `real` is the CPU whisper (tiny.en); `fast` models a GPU-class ASR: the speech server
 answers, after a fixed delay, with whisper's transcript of the same scene's audio up to the last
 primed point the upload reaches (each part's end + 300 ms, primed beforehand; speech_asr's
-prefix matching), so no upload in noise needs its exact audio primed.
+prefix matching), so no upload in noise needs its exact audio primed. `--asr-server` measures your
+own OpenAI-compatible ASR instead (mode `server`: the whole grid, every setting at once, as a GPU
+serves them; its key from STT_OPENAI_KEY): the gateways, wyoming-openai and HA's holds all
+transcribe there, and the complete-request goal is fast mode's.
 
 Progress to stderr, one JSON document to stdout (room/turn_report.py's figures and goals).
 """
@@ -38,6 +42,7 @@ import argparse
 import asyncio
 import multiprocessing
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -46,6 +51,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from voice_stack_bench.asr_server import KEY_ENV, AsrServer, asr_env
 from voice_stack_bench.e2e.asr import (
     asr_state,
     match_by_prefix,
@@ -71,8 +77,8 @@ from voice_stack_bench.running import print_measured
 from voice_stack_bench.stats import median_p90
 from voice_stack_dev.gateway import start_wyoming_openai
 from voice_stack_dev.procs import Service
-from voice_stack_dev.speech_asr import add_mode_arguments
-from voice_stack_dev.speech_server import STT_MODEL, start_speech_server
+from voice_stack_dev.speech_asr import MODES, add_mode_arguments
+from voice_stack_dev.speech_server import start_speech_server
 
 SETTINGS = (
     Setting("gateway_medium", {"STT_EAGERNESS": "medium"}, DEFAULT_HOLD_S,
@@ -95,6 +101,7 @@ ROOM_NAMES = ("kitchen", "living", "hall")
 REAL_NOISES = ("pink", "hvac", "dishes")  # real mode's: noises HA's own hold can end
 BACKING = HOLDS[1]  # HA's default hold (0.7 s), its default audio settings
 ANCHOR = "wyoming_openai"
+SERVER = "server"  # --asr-server's mode
 
 
 def log(message: str) -> None:
@@ -102,6 +109,7 @@ def log(message: str) -> None:
 
 
 def grid_of(mode: str, quick: bool, quick_ids: tuple[str, ...]) -> Grid:
+    """The scenes of a mode: real mode's CPU whisper has time for fewer."""
     if quick:
         return Grid(("living",), ("hvac",), (10,), per_class=1, entry_ids=quick_ids)
     if mode == "real":
@@ -147,20 +155,23 @@ def primes(scenes: list[Heard]) -> list[bytes]:
 class Lanes:
     """Every lane's targets: a gateway per setting and a wyoming-openai."""
 
-    def __init__(self, speech: Service, logs: Path, args: argparse.Namespace,
+    def __init__(self, speech: Service, asr: AsrServer, logs: Path, args: argparse.Namespace,
                  stop: Callable[[Service], None]) -> None:  # fmt: skip
         self.speech_url = speech.url
+        self.asr = asr
         self.lanes: list[dict[str, Target]] = []
         self.skipped: dict[str, str] = {}
         for i in range(args.lanes):
             lane = f".lane{i}"
             gateways = start_gateways(
-                speech, logs, args.gateway_src, stop, settings=SETTINGS, lane=lane
+                speech, logs, args.gateway_src, stop, settings=SETTINGS, lane=lane, asr=asr
             )
             self.skipped |= gateways.skipped
             targets = lane_targets(gateways, SETTINGS, logs, lane)
-            v1 = f"{speech.url}/v1"
-            anchor = start_wyoming_openai(v1, v1, logs / f"{ANCHOR}{lane}.log", stt_model=STT_MODEL)
+            anchor = start_wyoming_openai(
+                asr.v1, f"{speech.url}/v1", logs / f"{ANCHOR}{lane}.log", stt_model=asr.model,
+                env=asr_env(asr),
+            )  # fmt: skip
             stop(anchor)
             targets[ANCHOR] = Target(anchor.port, None, backed=True)
             self.lanes.append(targets)
@@ -168,7 +179,7 @@ class Lanes:
 
 
 async def run_scenes(lanes: Lanes, scenes: list[Heard], ends: list[dict[str, float | None]],
-                     speech_url: str, real: bool) -> dict[str, dict[str, Any]]:  # fmt: skip
+                     real: bool) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Every scene through one lane (lanes side by side), then HA's holds alone on it."""
     results: dict[str, dict[str, Any]] = {}
     queue: asyncio.Queue[tuple[Heard, dict[str, float | None]]] = asyncio.Queue()
@@ -188,31 +199,29 @@ async def run_scenes(lanes: Lanes, scenes: list[Heard], ends: list[dict[str, flo
     await asyncio.gather(*(worker(lane) for lane in lanes.lanes[: 1 if real else None]))
     log("HA's holds alone on the same audio")  # after: a miss's whisper slows no other turn
     for scene, scene_ends in zip(scenes, ends, strict=True):
-        results[scene.planned.name] |= await holds_alone(speech_url, scene, scene_ends)
+        results[scene.planned.name] |= await holds_alone(lanes.asr, scene, scene_ends)
     return results
 
 
 async def run_mode(mode: str, args: argparse.Namespace, lanes: Lanes, scenes: list[Heard],
                    logs: Path) -> dict[str, Any]:  # fmt: skip
-    speech_url = lanes.speech_url
     log(f"ASR mode {mode}: {len(scenes)} scenes; HA's holds on each")
     started, load = time.monotonic(), os.getloadavg()
     ends = all_hold_ends(scenes)
-    await set_asr_mode(speech_url, "real", args.asr_delay_ms)
-    primed = 0
-    if mode == "fast":
-        uploads = primes(scenes)
-        log(f"whisper transcribes each scene up to each part's end ({len(uploads)} uploads)")
-        primed = await prime(speech_url, uploads)
-    before = await set_asr_mode(speech_url, mode, args.asr_delay_ms)
+    speech_url = lanes.speech_url
+    primed, before = (0, None) if mode == SERVER else await ready(speech_url, mode, args, scenes)
     log_at = log_sizes(logs)
     log("streaming every scene through every setting in real time")
-    results = await run_scenes(lanes, scenes, ends, speech_url, mode == "real")
-    after = await asr_state(speech_url)
+    results = await run_scenes(lanes, scenes, ends, mode == "real")
+    asr = (
+        server_facts(lanes.asr)
+        if before is None
+        else mode_facts(mode, args.asr_delay_ms, before, await asr_state(speech_url))
+    )
     facts = {s.planned.name: facts_of(s) for s in scenes}
     names = lanes.names + [h.name for h in HOLDS]
     return {
-        "asr": mode_facts(mode, args.asr_delay_ms, before, after),
+        "asr": asr,
         "primed": primed,
         "goals": goals(facts, results, names, mode, CAP_MS),
         "figures": figures(facts, results, names),
@@ -222,6 +231,23 @@ async def run_mode(mode: str, args: argparse.Namespace, lanes: Lanes, scenes: li
         "load_average": {"start": load, "end": os.getloadavg()},
         "elapsed_s": round(time.monotonic() - started, 1),
     }
+
+
+async def ready(speech_url: str, mode: str, args: argparse.Namespace, scenes: list[Heard]
+                ) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    """The speech server in `mode` (fast: its transcripts primed first): how many uploads were
+    primed, and its state."""
+    await set_asr_mode(speech_url, "real", args.asr_delay_ms)
+    primed = 0
+    if mode == "fast":
+        uploads = primes(scenes)
+        log(f"whisper transcribes each scene up to each part's end ({len(uploads)} uploads)")
+        primed = await prime(speech_url, uploads)
+    return primed, await set_asr_mode(speech_url, mode, args.asr_delay_ms)
+
+
+def server_facts(asr: AsrServer) -> dict[str, Any]:
+    return {"mode": SERVER, "modelled": False, "asr": f"{asr.v1}, model {asr.model}"}
 
 
 def stream_lag(results: dict[str, dict[str, Any]]) -> dict[str, float]:
@@ -274,7 +300,12 @@ def measure(args: argparse.Namespace, logs: Path, stop: Callable[[Service], None
     stop(speech)
     piper = {sp.entry.id: sp for sp in asyncio.run(speak(speech.url, corpus.entries))}
     grids = {m: grid_of(m, args.quick, corpus.quick) for m in args.asr}
-    lanes = Lanes(speech, logs, args, stop)
+    asr = (
+        AsrServer(args.asr_server, args.asr_model, os.environ.get(KEY_ENV) or None)
+        if args.asr_server
+        else AsrServer.speech_server(speech.url)
+    )
+    lanes = Lanes(speech, asr, logs, args, stop)
     modes = {}
     for mode, grid in grids.items():
         scenes = [heard(p, spoken_as_scene(p, piper), scene_of) for p in grid.plan(corpus.entries)]
@@ -283,6 +314,13 @@ def measure(args: argparse.Namespace, logs: Path, stop: Callable[[Service], None
         )
     return {"setup": setup_facts(args, grids), "skipped": lanes.skipped,
             "goals": {m: r["goals"] for m, r in modes.items()}, "asr_modes": modes}  # fmt: skip
+
+
+def _v1_url(value: str) -> str:
+    url = value.strip().rstrip("/")
+    if not re.fullmatch(r"https?://[^/\s]+(/\S*)?/v1", url):
+        raise argparse.ArgumentTypeError(f"an http(s) URL ending in /v1, got {value!r}")
+    return url
 
 
 async def _with_match(speech_url: str, run: Any) -> Any:
@@ -299,7 +337,19 @@ def main() -> None:
     parser.add_argument("--lanes", type=int, default=3, help="scenes played side by side")
     parser.add_argument("--gateway-src", type=Path, help="run the gateway from this tree")
     add_mode_arguments(parser)
+    parser.add_argument(
+        "--asr-server", type=_v1_url, metavar="URL",
+        help="your OpenAI-compatible ASR's base URL (ending in /v1; its key from"
+        f" {KEY_ENV}): the one mode `server`, in place of --asr",
+    )  # fmt: skip
+    parser.add_argument(
+        "--asr-model", default="whisper-1", help="the model --asr-server transcribes with"
+    )
     args = parser.parse_args()
+    if args.asr_server:
+        if args.asr != MODES:
+            parser.error("--asr-server is its own mode: leave out --asr")
+        args.asr = (SERVER,)
     print_measured("room-bench-", lambda logs, started: measure(args, logs, started))
 
 

@@ -24,11 +24,13 @@ def start_gateway(
     name: str = "voice-stack-gateway",
     startup_timeout: float = 60.0,
     venv: str = "gw",
+    stt_v1: str | None = None,
 ) -> Service:
     """Start voice-stack-gateway against `speech_url`/v1 and wait until its /health answers.
 
     `port` is the Wyoming port, `http_port` the side port of /health (the Service's own port);
-    free ones are picked when not given; `venv` is the environment it is installed in.
+    free ones are picked when not given; `venv` is the environment it is installed in;
+    `stt_v1` another STT server's base URL.
     """
     port, http_port = port or free_port(), http_port or free_port()
     speech_v1 = f"{speech_url}/v1"
@@ -36,7 +38,7 @@ def start_gateway(
         str(venv_bin(venv, "voice-stack-gateway")),
         "--uri", f"tcp://127.0.0.1:{port}",
         "--http-uri", f"tcp://127.0.0.1:{http_port}",
-        "--stt-openai-url", speech_v1,
+        "--stt-openai-url", stt_v1 or speech_v1,
         "--tts-openai-url", speech_v1,
         *extra_args,
     ]  # fmt: skip
@@ -79,9 +81,11 @@ def start_wyoming_openai(
     stt_model: str = "whisper-1",
     tts_model: str = "tts-1",
     voice: str = "alloy",
+    env: Mapping[str, str] | None = None,
 ) -> Service:
     """wyoming-openai 0.8.0, the anchor (bench/setup-anchors installs it), streaming TTS on, its
-    backend detection off; Service.port is its Wyoming port (no health endpoint: TCP check)."""
+    backend detection off; Service.port is its Wyoming port (no health endpoint: TCP check).
+    `env` with STT_OPENAI_KEY sets the STT server's key (else "x")."""
     python = CACHE / "venv" / "bench-wyoming-openai" / "bin" / "python"
     if not python.exists():
         setup = [str(REPO / "bench" / "setup-anchors")]
@@ -92,11 +96,17 @@ def start_wyoming_openai(
     argv = [
         str(python), "-m", "wyoming_openai", "--uri", f"tcp://127.0.0.1:{port}",
         "--log-level", "WARNING",
-        "--stt-openai-url", stt_url, "--stt-openai-key", "x", "--stt-models", stt_model,
+        "--stt-openai-url", stt_url, "--stt-models", stt_model,
         "--stt-backend", "OPENAI",
         "--tts-openai-url", tts_url, "--tts-openai-key", "x", "--tts-models", tts_model,
         "--tts-streaming-models", tts_model, "--tts-voices", voice, "--tts-backend", "OPENAI",
     ]  # fmt: skip
+    env = {"STT_OPENAI_KEY": "x", **(env or {})}
     return Service(
-        name="wyoming-openai 0.8.0", argv=argv, port=port, log_path=log_path, health_path=None
+        name="wyoming-openai 0.8.0",
+        argv=argv,
+        port=port,
+        log_path=log_path,
+        health_path=None,
+        env=env,
     ).start()

@@ -25,8 +25,9 @@ from typing import Any
 
 import aiohttp
 
-from voice_stack_dev.speech_server import STT_MODEL, TTS_MODEL, VOICE
-from voice_stack_dev.wavs import wav
+from voice_stack_dev.speech_server import TTS_MODEL, VOICE
+
+from ..asr_server import AsrServer, transcribe
 
 TIMEOUT = aiohttp.ClientTimeout(total=120, connect=5)
 TIME_LINE = "Current time is "
@@ -67,24 +68,9 @@ class FloorTarget:
     max_tokens: int
 
 
-async def transcribe(
-    session: aiohttp.ClientSession, speech_url: str, pcm: bytes
-) -> tuple[str, float]:
-    """The speech server's transcript of 16 kHz PCM (uploaded as WAV) and its time in ms."""
-    form = aiohttp.FormData()
-    form.add_field("file", wav(pcm, 16000), filename="audio.wav", content_type="audio/wav")
-    form.add_field("model", STT_MODEL)
-    form.add_field("language", "en")
-    started = time.monotonic()
-    async with session.post(f"{speech_url}/v1/audio/transcriptions", data=form) as resp:
-        resp.raise_for_status()
-        text = str((await resp.json())["text"])
-    return text, (time.monotonic() - started) * 1000
-
-
 async def asr_ms(session: aiohttp.ClientSession, speech_url: str, pcm: bytes) -> float:
     """The speech server's own time to transcribe 16 kHz PCM (uploaded as WAV)."""
-    return (await transcribe(session, speech_url, pcm))[1]
+    return (await transcribe(session, AsrServer.speech_server(speech_url), pcm))[1]
 
 
 async def tts_first_byte_ms(

@@ -13,8 +13,8 @@ from wyoming.info import Describe, Info
 
 from voice_stack_dev.gateway import start_gateway
 from voice_stack_dev.procs import Service, free_port
-from voice_stack_dev.speech_server import STT_MODEL
 
+from ..asr_server import AsrServer, asr_env
 from .ha_hold import HOLDS_S
 
 DEFAULT_HOLD_S = HOLDS_S["default"]
@@ -80,19 +80,21 @@ def start_gateways(
     *,
     settings: tuple[Setting, ...] = GATEWAY_SETTINGS,
     lane: str = "",
+    asr: AsrServer | None = None,
 ) -> Gateways:
     """A gateway per setting (one that fails to start, or without the own VAD it was asked
     for, is skipped and said so), its debug log `<setting><lane>.log`; `stop` is handed each
-    started one."""
+    started one. Its STT is `asr` (default: the speech server's)."""
     gateways = Gateways({}, {})
-    path = {"PYTHONPATH": str(gateway_src)} if gateway_src else {}
+    asr = asr or AsrServer.speech_server(speech.url)
+    env = ({"PYTHONPATH": str(gateway_src)} if gateway_src else {}) | asr_env(asr)
     for setting in settings:
-        extra = ["--stt-models", STT_MODEL, "--log-level", "DEBUG"]
+        extra = ["--stt-models", asr.model, "--log-level", "DEBUG"]
         port = free_port()
         try:
             service = start_gateway(
                 speech.url, logs / f"{setting.name}{lane}.log", port=port, extra_args=extra,
-                env={**path, **setting.env}, name=f"gateway ({setting.name}{lane})",
+                env=env | setting.env, name=f"gateway ({setting.name}{lane})", stt_v1=asr.v1,
             )  # fmt: skip
         except RuntimeError as err:
             gateways.skipped[setting.name] = f"the gateway did not start with {setting.env}: {err}"

@@ -16,7 +16,7 @@ from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 
-from ..e2e.floor import transcribe
+from ..asr_server import AsrServer, transcribe
 from .corpus import BYTES_PER_MS, RATE, Spoken, normalize, word_error_rate
 from .ha_hold import HaHold
 
@@ -130,12 +130,12 @@ def decided_ms(end: float) -> float:
 
 
 async def ha_hold_turn(
-    session: aiohttp.ClientSession, speech_url: str, audio: bytes, end: float | None
+    session: aiohttp.ClientSession, asr: AsrServer, audio: bytes, end: float | None
 ) -> Outcome:
     """HA's hold alone: where it ends the audio, then, from when it could know (`decided_ms`),
-    the speech server's transcript of it."""
+    the ASR server's transcript of it."""
     ended, held = held_audio(audio, end)
-    text, asr_ms = await transcribe(session, speech_url, held)
+    text, asr_ms = await transcribe(session, asr, held)
     decided = ended if end is None else decided_ms(end)  # None: the stream's last chunk ended
     return Outcome(ended, decided + asr_ms, "ha_hold" if end is not None else "cap", text)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from voice_stack_bench.asr_server import AsrServer
 from voice_stack_bench.endpoint.corpus import TIMEOUT, Spoken
 from voice_stack_bench.endpoint.gateways import Gateways, Setting
 from voice_stack_bench.endpoint.ha_hold import HaHold, hold_end_ms
@@ -134,14 +135,14 @@ async def play(
 
 
 async def holds_alone(
-    speech_url: str, scene: Heard, ends: dict[str, float | None]
+    asr: AsrServer, scene: Heard, ends: dict[str, float | None]
 ) -> dict[str, Row]:
-    """Each hold alone on the scene: its end, then the speech server's transcript up to it."""
+    """Each hold alone on the scene: its end, then the ASR server's transcript up to it."""
     rows: dict[str, Row] = {}
     async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
         for name, end in ends.items():
             try:
-                outcome = await ha_hold_turn(session, speech_url, scene.audio, end)
+                outcome = await ha_hold_turn(session, asr, scene.audio, end)
             except TURN_ERRORS as err:
                 rows[name] = failed(err)
                 continue
